@@ -1,0 +1,15 @@
+# Hugging Face Spaces (sdk: docker) image; mirrors the README's setup command.
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential && rm -rf /var/lib/apt/lists/*
+RUN useradd -m -u 1000 user
+USER user
+ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
+    HOPTRACE_HOME=/home/user/.cache/hoptrace HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860
+WORKDIR /home/user/app
+COPY --chown=user . .
+# Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
+ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet
+EXPOSE 7860
+CMD ["python", "app.py"]

@@ -1,0 +1,48 @@
+"""Bench output: the JSON the issue specifies, a CSV of the summary table, and a plotly report."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from .runner import KS, BenchResult
+
+COLUMNS = [f"{m}@{k}" for m in ("recall", "anyhit", "allhit") for k in KS] + [
+    "latency_ms_p50", "latency_ms_p95", "tokens_in", "tokens_out", "errors"]
+
+
+def write_json(res: BenchResult, path: Path) -> None:
+    path.write_text(json.dumps(res.to_json(), indent=1))
+
+
+def write_csv(res: BenchResult, path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["method"] + COLUMNS)
+        for name, row in res.methods.items():
+            w.writerow([name] + [row.get(c) for c in COLUMNS])
+
+
+def table(res: BenchResult, columns: list[str] | None = None) -> str:
+    cols = columns or ["recall@2", "recall@5", "recall@10", "recall@15", "anyhit@5", "allhit@5",
+                       "latency_ms_p50", "latency_ms_p95", "tokens_in", "tokens_out"]
+    rows = [["method"] + cols] + [[n] + ["" if r.get(c) is None else f"{r[c]}" for c in cols]
+                                  for n, r in res.methods.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_html(res: BenchResult, path: Path) -> None:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(res.methods)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("recall@k", "latency p50 / p95 (ms)"))
+    for k in KS:
+        fig.add_trace(go.Bar(name=f"recall@{k}", x=names, y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
+    for key in ("latency_ms_p50", "latency_ms_p95"):
+        fig.add_trace(go.Bar(name=key, x=names, y=[res.methods[n][key] for n in names]), 1, 2)
+    fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions", barmode="group")
+    path.write_text(fig.to_html(include_plotlyjs=True, full_html=True))

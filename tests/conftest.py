@@ -1,0 +1,67 @@
+"""Shared fixtures: a small real KB built from the bundled MuSiQue data with the real embedder."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HOPTRACE_HOME", tempfile.mkdtemp(prefix="hoptrace-test-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from retrieval.corpus import load_corpus, load_questions  # noqa: E402
+from retrieval.datasets import get_dataset  # noqa: E402
+
+N_QUESTIONS = 4  # their 80 paragraphs (20 per question) make the small KB
+
+
+@pytest.fixture(scope="session")
+def musique():
+    ds = get_dataset("musique")
+    passages = load_corpus(ds.corpus)
+    return ds, passages, load_questions(ds.questions, passages)
+
+
+@pytest.fixture(scope="session")
+def small_corpus(musique):
+    """The paragraphs of the first questions, in corpus order, and those questions."""
+    ds, passages, questions = musique
+    qs = questions[:N_QUESTIONS]
+    import json, gzip
+    raw = json.loads(gzip.decompress(ds.questions.read_bytes()))[:N_QUESTIONS]
+    from retrieval.records import passage_id
+    wanted = {passage_id(p["title"].strip(), p["paragraph_text"].strip()) for q in raw for p in q["paragraphs"]}
+    return [p for p in passages if p.id in wanted], qs
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from retrieval.embed import get_embedder
+    return get_embedder()
+
+
+@pytest.fixture(scope="session")
+def small_kb(small_corpus, embedder, tmp_path_factory) -> Path:
+    from retrieval.kb.build import build_kb
+    from retrieval.kb.extract.openie_import import OpenIEImport
+    from retrieval.kb.extract.rules import RulesExtractor
+
+    passages, questions = small_corpus
+    path = tmp_path_factory.mktemp("kb") / "small.sqlite"
+    build_kb(path, passages, [OpenIEImport(get_dataset("musique").openie), RulesExtractor(("events", "propositions"))],
+             embedder, questions=questions, name="small", progress=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_store(small_kb):
+    from retrieval.store.sqlite import SQLiteStore
+    return SQLiteStore(small_kb)
+
+
+@pytest.fixture(scope="session")
+def ctx(small_store, embedder):
+    from retrieval.methods import Context
+    return Context(small_store, embedder)

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--methods", required=True, help="comma-separated method names")
     be.add_argument("--questions", type=Path, help="questions file (default: the KB's own questions)")
     be.add_argument("--limit", type=int)
-    be.add_argument("--k", type=int, default=15, help="retrieval depth (metrics at 2/5/10/15)")
+    be.add_argument("--protocol", default="per-k", choices=["per-k", "slice"],
+                    help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
     be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
     be.add_argument("--quiet", action="store_true")
 
@@ -143,13 +144,13 @@ def cmd_bench(args) -> int:
     from .bench.report import table, write_csv, write_html, write_json
     from .bench.runner import run_bench
     from .corpus import load_questions
-    from .methods import METHODS
+    from .methods import method_names
 
     ctx = _context(args.kb)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m.split(":")[0] not in METHODS]
+    unknown = [m for m in methods if m not in method_names()]
     if unknown:
-        raise ConfigError(f"unknown method(s) {unknown}; available: {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method(s) {unknown}; available: {', '.join(method_names())}")
     if args.questions:
         # corpus order = rowid order, which 2Wiki's gold passage indices refer to
         questions = load_questions(args.questions, ctx.store.passages(ctx.store.all_passage_ids()))
@@ -159,8 +160,8 @@ def cmd_bench(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions; pass --questions FILE")
     if args.limit:
         questions = questions[: args.limit]
-    res = run_bench(ctx, args.kb, questions, methods, k=args.k, progress=not args.quiet)
-    print(f"{res.n_questions} questions, k={res.k}, {res.seconds} s")
+    res = run_bench(ctx, args.kb, questions, methods, protocol=args.protocol, progress=not args.quiet)
+    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s")
     print(table(res))
     if args.json_out:
         out = args.json_out

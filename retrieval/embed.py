@@ -96,39 +96,52 @@ class Embedder:
     def __init__(self, name: str = DEFAULT_MODEL):
         if name not in MODELS:
             raise ConfigError(f"unknown embedding model {name!r}; choose one of {sorted(MODELS)}")
+        import torch
         from sentence_transformers import SentenceTransformer
 
         self.name = name
         self.path = MODELS[name]()
         self.model = SentenceTransformer(str(self.path), device="cpu")
+        # One intra-op thread for queries: a steady ~14 ms per question, where two threads
+        # measured 12 ms back to back but ~20 ms after any other work (their workers sleep
+        # and must be woken), and concurrent columns in the app get a core each.
+        torch.set_num_threads(1)
         dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
         # torch modules are not re-entrant across threads; concurrent UI columns share one model.
         self._lock = threading.Lock()
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False,
-               desc: str = "embedding") -> np.ndarray:
+        self._onnx = None
+        self._onnx_tried = False
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Unit vectors for many texts (KB builds). Uses ONNX Runtime when it is installed:
+        the same weights and pooling, vectors equal to torch's within 1e-6, ~30% faster on
+        the short texts (names, triples) that dominate a build."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        onnx = self._onnx_encoder()
         with self._lock:
-            vecs = self.model.encode(list(texts), batch_size=batch_size, show_progress_bar=False,
-                                     normalize_embeddings=True, convert_to_numpy=True) if not progress \
-                else self._encode_with_bar(texts, batch_size, desc)
+            if onnx is not None:
+                return onnx.encode(list(texts), batch_size)
+            import torch
+
+            torch.set_num_threads(os.cpu_count() or 1)  # a build: use every core, then back to one
+            try:
+                vecs = self.model.encode(list(texts), batch_size=batch_size, show_progress_bar=False,
+                                         normalize_embeddings=True, convert_to_numpy=True)
+            finally:
+                torch.set_num_threads(1)
         return np.asarray(vecs, dtype=np.float32)
 
-    def _encode_with_bar(self, texts: Sequence[str], batch_size: int, desc: str) -> np.ndarray:
-        from tqdm import tqdm
+    def _onnx_encoder(self):
+        if not self._onnx_tried:
+            self._onnx_tried = True
+            if os.environ.get("HOPTRACE_ONNX", "1") != "0":
+                from .onnx_encoder import OnnxEncoder
 
-        # Chunks of a few batches, so the bar moves while sentence-transformers sorts by length.
-        step = batch_size * 8
-        out = []
-        with tqdm(total=len(texts), desc=desc, unit="text") as bar:
-            for i in range(0, len(texts), step):
-                chunk = list(texts[i:i + step])
-                out.append(self.model.encode(chunk, batch_size=batch_size, show_progress_bar=False,
-                                             normalize_embeddings=True, convert_to_numpy=True))
-                bar.update(len(chunk))
-        return np.concatenate(out)
+                self._onnx = OnnxEncoder.load(self)
+        return self._onnx
 
     def encode_query(self, text: str) -> QueryEncoding:
         """One forward pass → sentence vector and per-token vectors with character spans.

@@ -15,7 +15,7 @@ def test_metrics_on_hand_made_rankings():
 
 
 def test_bench_runs_methods_and_writes_reports(ctx, small_store, tmp_path):
-    res = run_bench(ctx, "small", small_store.questions(), ["bm25", "composed"], k=15, progress=False)
+    res = run_bench(ctx, "small", small_store.questions(), ["bm25", "composed"], progress=False)
     assert res.n_questions == 4
     for name in ("bm25", "composed"):
         row = res.methods[name]
@@ -30,5 +30,9 @@ def test_bench_runs_methods_and_writes_reports(ctx, small_store, tmp_path):
     write_html(res, tmp_path / "b.html")
     data = json.loads(out.read_text())
     assert data["n_questions"] == 4 and set(data["methods"]) == {"bm25", "composed"}
+    # composed depends on k (k·c BM25 candidates): one run per k; bm25 is sliced from one run
+    runs = {(r["method"], r["k"]) for r in data["per_question"]}
+    assert {k for m, k in runs if m == "composed"} == {2, 5, 10, 15}
+    assert {k for m, k in runs if m == "bm25"} == {15}
     assert (tmp_path / "b.csv").read_text().startswith("method,recall@2")
     assert "plotly" in (tmp_path / "b.html").read_text()[:5000].lower()

@@ -1,4 +1,11 @@
-"""`hoptrace bench`: every method on every question, then metrics per method."""
+"""`hoptrace bench`: every method on every question, then metrics per method.
+
+Protocol "per-k" (default): a method whose retrieval depends on k (candidate depth,
+iterations) runs once per k and recall@k comes from the run at k, as in the papers'
+R@k / ms@k columns; methods that merely cut a ranking run once. Protocol "slice" runs
+everything once at the largest k. Latency and tokens at the top level are those of the
+runs at the headline k (5); per-k latencies are given as `latency_ms_p50@k`.
+"""
 from __future__ import annotations
 
 import math
@@ -9,17 +16,21 @@ from typing import Callable, Optional, Sequence
 
 from tqdm import tqdm
 
+from ..errors import ConfigError
 from ..methods import Context, make_method
 from ..records import Question
 from .metrics import allhit_at, anyhit_at, percentile, recall_at
 
 KS = (2, 5, 10, 15)
+HEADLINE_K = 5
+PROTOCOLS = ("per-k", "slice")
 
 
 @dataclass
 class QuestionResult:
     question_id: str
     method: str
+    k: int
     ranked: list[str]
     gold: list[str]
     latency_ms: float
@@ -33,69 +44,83 @@ class QuestionResult:
 class BenchResult:
     kb: str
     n_questions: int
-    k: int
+    protocol: str
     methods: dict[str, dict] = field(default_factory=dict)
     per_question: list[QuestionResult] = field(default_factory=list)
     started_at: float = 0.0
     seconds: float = 0.0
 
     def to_json(self, include_per_question: bool = True) -> dict:
-        out = {"kb": self.kb, "n_questions": self.n_questions, "k": self.k, "ks": list(KS),
-               "started_at": self.started_at, "seconds": self.seconds, "methods": self.methods}
+        out = {"kb": self.kb, "n_questions": self.n_questions, "protocol": self.protocol, "ks": list(KS),
+               "headline_k": HEADLINE_K, "started_at": self.started_at, "seconds": self.seconds,
+               "methods": self.methods}
         if include_per_question:
             out["per_question"] = [q.__dict__ for q in self.per_question]
         return out
 
 
-def summarise(results: Sequence[QuestionResult], ks: Sequence[int] = KS) -> dict:
-    def mean(xs):
-        xs = [x for x in xs if not math.isnan(x)]
-        return round(statistics.fmean(xs), 4) if xs else None
+def _mean(xs: Sequence[float]) -> Optional[float]:
+    xs = [x for x in xs if not math.isnan(x)]
+    return round(statistics.fmean(xs), 4) if xs else None
 
-    ok = [r for r in results if r.status == "ok"]
-    lat = [r.latency_ms for r in ok]
+
+def _latency(rows: Sequence[QuestionResult], q: float) -> Optional[float]:
+    lat = [r.latency_ms for r in rows if r.status == "ok"]
+    return round(percentile(lat, q), 2) if lat else None
+
+
+def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
     out: dict = {}
-    for k in ks:
-        out[f"recall@{k}"] = mean([recall_at(r.ranked, r.gold, k) for r in results])
-        out[f"anyhit@{k}"] = mean([anyhit_at(r.ranked, r.gold, k) for r in results])
-        out[f"allhit@{k}"] = mean([allhit_at(r.ranked, r.gold, k) for r in results])
+    for k, rows in rows_by_k.items():
+        out[f"recall@{k}"] = _mean([recall_at(r.ranked, r.gold, k) for r in rows])
+        out[f"anyhit@{k}"] = _mean([anyhit_at(r.ranked, r.gold, k) for r in rows])
+        out[f"allhit@{k}"] = _mean([allhit_at(r.ranked, r.gold, k) for r in rows])
+    head = rows_by_k.get(HEADLINE_K) or rows_by_k[max(rows_by_k)]
+    ok = [r for r in head if r.status == "ok"]
     out.update({
-        "latency_ms_p50": round(percentile(lat, 50), 2) if lat else None,
-        "latency_ms_p95": round(percentile(lat, 95), 2) if lat else None,
-        "latency_ms_mean": round(statistics.fmean(lat), 2) if lat else None,
-        "tokens_in": sum(r.tokens_in for r in results),
-        "tokens_out": sum(r.tokens_out for r in results),
-        "tokens_per_question": round(sum(r.tokens_in + r.tokens_out for r in results) / max(1, len(results)), 1),
-        "errors": len(results) - len(ok),
+        "latency_ms_p50": _latency(head, 50),
+        "latency_ms_p95": _latency(head, 95),
+        "latency_ms_mean": round(statistics.fmean(r.latency_ms for r in ok), 2) if ok else None,
+        **{f"latency_ms_p50@{k}": _latency(rows, 50) for k, rows in rows_by_k.items()},
+        "tokens_in": sum(r.tokens_in for r in head),
+        "tokens_out": sum(r.tokens_out for r in head),
+        "tokens_per_question": round(sum(r.tokens_in + r.tokens_out for r in head) / max(1, len(head)), 1),
+        "errors": len(head) - len(ok),
     })
     return out
 
 
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
-              k: int = max(KS), progress: bool = True,
-              on_progress: Optional[Callable[[int, int, str], None]] = None,
-              overrides: Optional[dict[str, dict]] = None) -> BenchResult:
+              ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
+              on_progress: Optional[Callable[[int, int, str], None]] = None) -> BenchResult:
     """Methods run one after another, so latencies are not inflated by each other."""
-    overrides = overrides or {}
-    instances = {m: make_method(m.split(":")[0], ctx, **overrides.get(m, {})) for m in methods}
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
+    instances = {m: make_method(m, ctx) for m in methods}
+    plan = {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)])
+            for m, inst in instances.items()}
     _warm(ctx)
-    res = BenchResult(kb_label, len(questions), k, started_at=time.time())
-    total = len(questions) * len(methods)
+    res = BenchResult(kb_label, len(questions), protocol, started_at=time.time())
+    total = len(questions) * sum(len(v) for v in plan.values())
     done = 0
     bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
     for label, method in instances.items():
-        rows = []
-        for q in questions:
-            run = method.run(q.text, k=k)
-            rows.append(QuestionResult(q.id, label, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
-                                       run.tokens_in, run.tokens_out, run.status, run.error))
-            done += 1
-            bar.update(1)
-            bar.set_postfix_str(label)
-            if on_progress:
-                on_progress(done, total, label)
-        res.methods[label] = summarise(rows)
-        res.per_question.extend(rows)
+        runs: dict[int, list[QuestionResult]] = {}
+        for k in plan[label]:
+            rows = []
+            for q in questions:
+                run = method.run(q.text, k=k)
+                rows.append(QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
+                                           run.tokens_in, run.tokens_out, run.status, run.error))
+                done += 1
+                bar.update(1)
+                bar.set_postfix_str(f"{label}@{k}")
+                if on_progress:
+                    on_progress(done, total, label)
+            runs[k] = rows
+            res.per_question.extend(rows)
+        rows_by_k = {k: runs[k] if k in runs else runs[max(runs)] for k in ks}
+        res.methods[label] = summarise(rows_by_k)
     bar.close()
     res.seconds = round(time.time() - res.started_at, 1)
     return res
@@ -105,5 +130,5 @@ def _warm(ctx: Context) -> None:
     """Load vectors and run the encoder once, so the first question is not charged for it."""
     warm = getattr(ctx.store, "warm", None)
     if warm:
-        warm(("passages", "partial_triples", "entities"))
+        warm(("passages", "partial_triples", "entities", "predicates"))
     ctx.embedder.encode_query("warm up")

@@ -31,7 +31,7 @@ from .synonyms import DEFAULT_THRESHOLD, derive_same_as
 
 CHUNK = 256
 # Measured on 2 cores with MiniLM: small batches waste less on padding for long texts.
-EMBED_BATCH = {"passages": 16, "events": 32, "propositions": 32, "partial_triples": 64, "entities": 64}
+EMBED_BATCH = {"passages": 16, "events": 32, "propositions": 32}  # 64 for names and short phrases
 
 
 @dataclass
@@ -257,6 +257,7 @@ def _derive_partial_triples(con: sqlite3.Connection) -> None:
                 else:
                     pt = row[0]
                 con.execute("INSERT OR IGNORE INTO partial_triple_links VALUES(?,?,?)", (pt, complement, prow))
+            con.execute("INSERT OR IGNORE INTO predicates(name) VALUES(?)", (p,))
         db.set_meta(con, "derived_partials_upto", rows[-1][0])
 
 
@@ -268,7 +269,7 @@ def _embed_layer(con: sqlite3.Connection, layer: str, embedder: Embedder, progre
     todo = [(rid, text) for rid, text in con.execute(sql) if rid not in done]
     if not todo:
         return 0
-    batch = EMBED_BATCH.get(layer, 32)
+    batch = EMBED_BATCH.get(layer, 64)
     step = 4096
     bar = tqdm(total=len(todo), desc=f"embed {layer}", unit="text", disable=not progress)
     for i in range(0, len(todo), step):

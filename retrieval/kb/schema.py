@@ -46,6 +46,10 @@ CREATE INDEX IF NOT EXISTS triples_object ON triples(object);
 CREATE VIRTUAL TABLE IF NOT EXISTS triples_fts USING fts5(
   subject, predicate, object, content='triples', content_rowid='rowid', {_FTS});
 
+-- distinct predicate strings, embedded once so GRIEVER's predicate score (eq. 1) needs no
+-- encoder call at query time
+CREATE TABLE IF NOT EXISTS predicates(rowid INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+
 -- GRIEVER App. A.1: (subject, predicate) pairs and inverse (predicate, object) pairs;
 -- complements and source passages live in partial_triple_links so appends only insert.
 CREATE TABLE IF NOT EXISTS partial_triples(
@@ -94,12 +98,16 @@ CREATE TABLE IF NOT EXISTS vectors(
 """
 
 # text that is embedded for each layer, as SQL over that layer's table
+# (propositions before events: an event is often its passage's first proposition, and the
+# build embeds each distinct text once)
 EMBEDDED_LAYERS = {
     "passages": "SELECT rowid, title || char(10) || text FROM passages",
+    "triples": "SELECT rowid, subject || ' ' || predicate || ' ' || object FROM triples",
     "partial_triples": "SELECT rowid, content FROM partial_triples",
+    "predicates": "SELECT rowid, name FROM predicates",
     "entities": "SELECT rowid, name FROM entities",
-    "events": "SELECT rowid, summary FROM events",
     "propositions": "SELECT rowid, text FROM propositions",
+    "events": "SELECT rowid, summary FROM events",
 }
 
 EXTRACTED_LAYERS = ("triples", "events", "propositions")

@@ -1,4 +1,4 @@
-"""Method registry: CLI and UI names → method classes."""
+"""Method registry: CLI and UI names → method classes, plus named ablation variants."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,14 +6,31 @@ from typing import Any
 from ..errors import ConfigError
 from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
+from .griever import Griever
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever)}
+
+# Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "griever_full_triples": ("griever", {"shortlist_index": "triples"}),
+    "griever_no_shortlist": ("griever", {"shortlist": False}),
+    "griever_rrf_first": ("griever", {"first_retriever": "rrf_hybrid"}),
+}
+
+
+def method_names() -> list[str]:
+    return [*METHODS, *VARIANTS]
 
 
 def make_method(name: str, ctx: Context, **overrides: Any) -> Method:
+    if name in VARIANTS:
+        base, settings = VARIANTS[name]
+        method = METHODS[base](ctx, **{**settings, **overrides})
+        method.name = name  # traces and bench rows carry the variant's name
+        return method
     if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; available: {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {name!r}; available: {', '.join(method_names())}")
     return METHODS[name](ctx, **overrides)
 
 
-__all__ = ["METHODS", "Context", "Method", "make_method"]
+__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names"]

@@ -30,6 +30,9 @@ class Method(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     Config: ClassVar[type]
+    # Does k change more than the cut-off (candidate depth, iterations)? Then a benchmark
+    # runs the method once per k, as the papers' R@k columns do; otherwise it slices one run.
+    k_dependent: ClassVar[bool] = True
 
     def __init__(self, ctx: Context, config: Any = None, **overrides: Any):
         self.ctx = ctx

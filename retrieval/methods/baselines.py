@@ -71,6 +71,7 @@ class BM25Config:
 
 class BM25(Method):
     name, title, Config = "bm25", "BM25", BM25Config
+    k_dependent = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         hits = stage_bm25(self.ctx, tracer, question, k)
@@ -84,6 +85,7 @@ class DenseConfig:
 
 class Dense(Method):
     name, title, Config = "dense", "Dense (SBERT)", DenseConfig
+    k_dependent = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         enc = stage_encode(self.ctx, tracer, question)

@@ -7,10 +7,11 @@ Elasticsearch does natively (GRIEVER App. A.1): an index has text fields for BM2
 to one request with no change to method code.
 
 Indices and their keyword fields (what `Filter.any_of` may name):
-  passages         ids: passage id (str)   fields: subjects, objects, entities
+  passages         ids: passage id (str)   fields: subjects, objects, triple_entities (either), entities
   partial_triples  ids: rowid (int)         fields: subject, objects, passage_ids
   triples          ids: rowid (int)         fields: subject, object, passage_ids
   entities         ids: rowid (int)         fields: name
+  predicates       ids: rowid (int)         fields: name
   events           ids: rowid (int)         fields: entities, passage_ids
   propositions     ids: rowid (int)         fields: entities, passage_ids
 """
@@ -24,12 +25,13 @@ import numpy as np
 
 from ..records import Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 
-INDICES = ("passages", "partial_triples", "triples", "entities", "events", "propositions")
+INDICES = ("passages", "partial_triples", "triples", "entities", "predicates", "events", "propositions")
 FIELDS = {
-    "passages": ("subjects", "objects", "entities"),
+    "passages": ("subjects", "objects", "triple_entities", "entities"),
     "partial_triples": ("subject", "objects", "passage_ids"),
     "triples": ("subject", "object", "passage_ids"),
     "entities": ("name",),
+    "predicates": ("name",),
     "events": ("entities", "passage_ids"),
     "propositions": ("entities", "passage_ids"),
 }
@@ -124,6 +126,14 @@ class SearchStore(ABC):
     def partial_triples(self, ids: Sequence[int]) -> list[PartialTriple]: ...
 
     @abstractmethod
+    def partial_triples_by_key(self, keys: Iterable[tuple[str, str, bool]]) -> list[PartialTriple]:
+        """Partial triples by (entity, predicate, is_inverse)."""
+
+    @abstractmethod
+    def partial_triple_freqs(self, keys: Iterable[tuple[str, str, bool]]) -> dict[tuple[str, str, bool], int]:
+        """freq(e, p) of GRIEVER eq. (1): how many triples share each (entity, predicate, is_inverse) pair."""
+
+    @abstractmethod
     def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
         """Aliases of `names`; with `passage_ids`, only aliases seen in one of those passages."""
 
@@ -132,6 +142,9 @@ class SearchStore(ABC):
 
     @abstractmethod
     def entity_ids(self, names: Iterable[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    def predicate_ids(self, names: Iterable[str]) -> dict[str, int]: ...
 
     @abstractmethod
     def events(self, ids: Sequence[int]) -> list[Event]: ...

@@ -33,6 +33,7 @@ _FTS = {  # index → (fts table, bm25 column weights)
     "partial_triples": ("partial_triples_fts", "1.0"),
     "triples": ("triples_fts", "1.0, 1.0, 1.0"),
     "entities": ("entities_fts", "1.0"),
+    "predicates": (None, ""),
     "events": ("events_fts", "1.0"),
     "propositions": ("propositions_fts", "1.0"),
 }
@@ -96,21 +97,32 @@ class SQLiteStore(SearchStore):
             return self._vectors[index]
 
     def warm(self, indices: Iterable[str] = ("passages",)) -> None:
-        """Load vectors now rather than on the first query (benchmarks and the app call this)."""
+        """Load vectors and lookup maps now rather than on the first query (bench and app call this)."""
         for index in indices:
             self._vecs(index)
+        if "partial_triples" in indices:
+            self._partial_key_map()
+            self._partial_freq_map()
+            self._field_map("partial_triples", "subject")
+            self._field_map("partial_triples", "passage_ids")
+            self._field_map("passages", "triple_entities")
+        if "entities" in indices:
+            self._name_map("entities")
+        if "predicates" in indices:
+            self._name_map("predicates")
 
     def _field_map(self, index: str, name: str) -> dict[str, set[int]]:
         """keyword value → rowids of the index's items holding it (built once, on first use)."""
         key = (index, name)
-        with self._lock:
-            if key in self._fields:
-                return self._fields[key]
+        if key in self._fields:
+            return self._fields[key]
         if name not in FIELDS[index]:
             raise ConfigError(f"index {index!r} has no keyword field {name!r}; it has {FIELDS[index]}")
         sql = {
             ("passages", "subjects"): "SELECT subject, passage_rowid FROM triples",
             ("passages", "objects"): "SELECT object, passage_rowid FROM triples",
+            ("passages", "triple_entities"): "SELECT subject, passage_rowid FROM triples UNION "
+                                             "SELECT object, passage_rowid FROM triples",
             ("passages", "entities"): "SELECT e.name, ep.passage_rowid FROM entity_passages ep "
                                       "JOIN entities e ON e.rowid=ep.entity_rowid",
             ("partial_triples", "subject"): "SELECT subject, rowid FROM partial_triples",
@@ -121,6 +133,7 @@ class SQLiteStore(SearchStore):
             ("triples", "object"): "SELECT object, rowid FROM triples",
             ("triples", "passage_ids"): "SELECT p.id, t.rowid FROM triples t JOIN passages p ON p.rowid=t.passage_rowid",
             ("entities", "name"): "SELECT name, rowid FROM entities",
+            ("predicates", "name"): "SELECT name, rowid FROM predicates",
             ("events", "entities"): "SELECT e.name, ee.event_rowid FROM event_entities ee "
                                     "JOIN entities e ON e.rowid=ee.entity_rowid",
             ("events", "passage_ids"): "SELECT p.id, ev.rowid FROM events ev JOIN passages p ON p.rowid=ev.passage_rowid",
@@ -164,20 +177,26 @@ class SQLiteStore(SearchStore):
             return []
         allowed = self._allowed(index, filter)
         table, weights = _FTS[index]
-        sql = f"SELECT rowid, bm25({table}, {weights}) AS s FROM {table} WHERE {table} MATCH ?"
-        args: list = [match]
-        if isinstance(allowed, _Excluding):
-            sql += " AND rowid NOT IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(sorted(allowed.excluded)))
-        elif allowed is not None:
-            if not allowed:
-                return []
-            sql += " AND rowid IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(sorted(allowed)))
-        sql += " ORDER BY s LIMIT ?"
-        args.append(k)
-        # FTS5's bm25() is negated so that ascending order is best-first; flip it back.
-        return [Hit(self._to_id(index, r), -s) for r, s in self.con.execute(sql, args)]
+        if table is None:
+            raise ConfigError(f"index {index!r} has no full-text field")
+        score = f"bm25({table}, {weights})"
+        # FTS5 bm25() is negated so that ascending order is best-first; flip it back.
+        if allowed is None or isinstance(allowed, _Excluding):
+            # Ranked in SQL; an exclusion list only deepens the LIMIT (exact: at most
+            # len(excluded) of the top hits can be dropped).
+            extra = len(allowed.excluded) if isinstance(allowed, _Excluding) else 0
+            rows = self.con.execute(f"SELECT rowid, {score} AS s FROM {table} WHERE {table} MATCH ? "
+                                    f"ORDER BY s LIMIT ?", (match, k + extra)).fetchall()
+            if extra:
+                rows = [r for r in rows if r[0] not in allowed.excluded]
+            return [Hit(self._to_id(index, r), -s) for r, s in rows[:k]]
+        if not allowed:
+            return []
+        # With an id filter, SQLite's `rowid IN (...)` on FTS5 measured 4x slower than scoring
+        # every match and filtering here (11.5 vs 2.9 ms on the demo's partial triples).
+        rows = self.con.execute(f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ?", (match,)).fetchall()
+        rows = sorted((r for r in rows if r[0] in allowed), key=lambda r: r[1])[:k]
+        return [Hit(self._to_id(index, r), -s) for r, s in rows]
 
     def knn(self, index: str, vector: np.ndarray, k: int, filter: Optional[Filter] = None) -> list[Hit]:
         self._check_index(index)
@@ -252,6 +271,31 @@ class SQLiteStore(SearchStore):
                 out.append(PartialTriple(i, s, p, bool(inv), list(dict.fromkeys(objs)), list(dict.fromkeys(pids))))
         return out
 
+    def partial_triples_by_key(self, keys: Iterable[tuple[str, str, bool]]) -> list[PartialTriple]:
+        index = self._partial_key_map()
+        return self.partial_triples([index[k] for k in keys if k in index])
+
+    def partial_triple_freqs(self, keys: Iterable[tuple[str, str, bool]]) -> dict[tuple[str, str, bool], int]:
+        freq = self._partial_freq_map()
+        index = self._partial_key_map()
+        return {k: freq.get(index[k], 1) for k in keys if k in index}
+
+    def _partial_key_map(self) -> dict[tuple[str, str, bool], int]:
+        if ("partial_triples", "_keys") not in self._fields:
+            rows = {(s, p, bool(i)): r for r, s, p, i in
+                    self.con.execute("SELECT rowid, subject, predicate, is_inverse FROM partial_triples")}
+            with self._lock:
+                self._fields[("partial_triples", "_keys")] = rows
+        return self._fields[("partial_triples", "_keys")]
+
+    def _partial_freq_map(self) -> dict[int, int]:
+        if ("partial_triples", "_freq") not in self._fields:
+            rows = dict(self.con.execute("SELECT pt_rowid, count(DISTINCT complement) FROM partial_triple_links "
+                                         "GROUP BY pt_rowid"))
+            with self._lock:
+                self._fields[("partial_triples", "_freq")] = rows
+        return self._fields[("partial_triples", "_freq")]
+
     def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
         rows = self._rows("SELECT entity, alias, similarity FROM same_as "
                           "WHERE entity IN (SELECT value FROM json_each(?))", list(names))
@@ -282,9 +326,22 @@ class SQLiteStore(SearchStore):
             "SELECT rowid, name, type FROM entities WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
         return [rows[i] for i in ids if i in rows]
 
+    def _name_map(self, table: str) -> dict[str, int]:
+        """name → rowid for a small table, held in memory: GRIEVER looks up dozens per query."""
+        key = (table, "_ids")
+        if key not in self._fields:
+            rows = dict(self.con.execute(f"SELECT name, rowid FROM {table}"))
+            with self._lock:
+                self._fields[key] = rows
+        return self._fields[key]
+
     def entity_ids(self, names: Iterable[str]) -> dict[str, int]:
-        return {n: r for n, r in self._rows(
-            "SELECT name, rowid FROM entities WHERE name IN (SELECT value FROM json_each(?))", list(names))}
+        ids = self._name_map("entities")
+        return {n: ids[n] for n in names if n in ids}
+
+    def predicate_ids(self, names: Iterable[str]) -> dict[str, int]:
+        ids = self._name_map("predicates")
+        return {n: ids[n] for n in names if n in ids}
 
     def _links(self, sql: str, ids: Iterable[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = defaultdict(list)
@@ -335,7 +392,8 @@ class SQLiteStore(SearchStore):
 
     def info(self) -> StoreInfo:
         counts = {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (
-            "passages", "questions", "triples", "entities", "partial_triples", "same_as", "events", "propositions")}
+            "passages", "questions", "triples", "entities", "predicates", "partial_triples", "same_as", "events",
+            "propositions")}
         meta = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM meta")}
         return StoreInfo("sqlite", str(self.path), self.embed_model, self.dim, counts, meta)
 

@@ -1,0 +1,22 @@
+"""GRIEVER's settings. Values the paper states carry their source; the rest are ours, marked."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class GrieverConfig:
+    n_iterations: int = 2         # n_i, Algorithm 1; §5.2 "two iterations (a single query re-writing step)"
+    c: int = 10                   # Composed: dense over the top k·c BM25 hits (§4.2.2); c unstated, ours
+    t_max: int = 20               # partial triples shortlisted, Algorithm 2; unstated, ours
+    max_ngram: int = 6            # longest query n-gram for the entity matcher (§4.3); unstated, ours
+    k_rrf: int = 60               # RRF constant (Cormack et al., 2009), as in the RRFHybrid baseline
+    rrf_depth_factor: int = 2     # each ranking in an RRF contributes depth_factor·k hits; ours
+    split_clauses: bool = True    # §4.2.1
+    same_as_scope: str = "retrieved"  # §4.2.3: only aliases seen in already-retrieved passages ("all" = no filter)
+    rewrite_min_score: float = 0.5    # §4.5: rewrite only if the entity match is at least this; ours
+    predicate_min_score: float = 0.3  # §4.5: relation words are removed only if matched at least this well; ours
+    # Ablations of Table 3
+    shortlist_index: str = "partial_triples"  # "triples" = w/ full_triples
+    shortlist: bool = True                    # False = w/o shortlisting (every triple of R_i is scored)
+    first_retriever: str = "composed"         # "rrf_hybrid" = w/o composed_retriever

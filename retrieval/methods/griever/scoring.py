@@ -1,0 +1,84 @@
+"""§4.4 Scoring: partial triples (eq. 1), triples (eq. 2), paths and passages."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ...records import Triple
+from .matcher import Match
+
+
+def partial_score(entity_score: float, predicate_score: float, freq: int) -> float:
+    """Eq. (1): s_u = (s_e + s_p) / (2 · (1 + log freq(e, p)))."""
+    return (entity_score + predicate_score) / (2.0 * (1.0 + math.log(max(1, freq))))
+
+
+@dataclass
+class ScoredTriple:
+    triple: Triple
+    score: float                  # eq. (2)
+    side: str                     # "subject" or "object": whose partial triple gave the max
+    entity: str                   # the matched entity of that partial triple
+    join_entity: str              # the other entity: what the next hop joins on (§4.5)
+    entity_match: Optional[Match]
+    predicate_match: Optional[Match]
+    partials: dict = field(default_factory=dict)  # side → {"entity_score", "predicate_score", "freq", "score"}
+
+
+def score_triple(t: Triple, entity: dict[str, Match], predicate: dict[str, Match],
+                 freq: dict[tuple[str, str, bool], int]) -> ScoredTriple:
+    """Eq. (2): the max over the triple's two partial triples (s, p) and (p, o)."""
+    pm = predicate.get(t.predicate)
+    s_p = pm.score if pm else 0.0
+    partials = {}
+    for side, ent, inverse in (("subject", t.subject, False), ("object", t.object, True)):
+        em = entity.get(ent)
+        s_e = em.score if em else 0.0
+        f = freq.get((ent, t.predicate, inverse), 1)
+        partials[side] = {"entity_score": round(s_e, 4), "predicate_score": round(s_p, 4), "freq": f,
+                          "score": partial_score(s_e, s_p, f)}
+    side = max(partials, key=lambda k: partials[k]["score"])
+    ent, join = (t.subject, t.object) if side == "subject" else (t.object, t.subject)
+    return ScoredTriple(t, partials[side]["score"], side, ent, join, entity.get(ent), pm, partials)
+
+
+@dataclass
+class Path:
+    triples: list[ScoredTriple]
+
+    @property
+    def score(self) -> float:
+        """The running path score: the mean of its triples' scores (§4.4)."""
+        return sum(t.score for t in self.triples) / len(self.triples)
+
+
+def _entities(st: ScoredTriple) -> set[str]:
+    return {st.triple.subject, st.triple.object}
+
+
+def extend_paths(paths: list[Path], new: list[ScoredTriple], aliases: dict[str, set[str]]) -> list[Path]:
+    """G_q ← extend_subgraph(G_q + T): a path grows by a triple that shares an entity (or an
+    alias of one) with its last triple; every new triple also starts a path of its own."""
+    grown = []
+    for path in paths:
+        last = set()
+        for e in _entities(path.triples[-1]):
+            last |= {e} | aliases.get(e, set())
+        for st in new:
+            if _entities(st) & last and st.triple not in [p.triple for p in path.triples]:
+                grown.append(Path(path.triples + [st]))
+    return paths + grown + [Path([st]) for st in new]
+
+
+def passage_scores(paths: list[Path]) -> dict[str, tuple[float, Path]]:
+    """Passage score = max over paths through one of its triples of s_t × path score (§4.4)."""
+    best: dict[str, tuple[float, Path]] = {}
+    for path in paths:
+        ps = path.score
+        for st in path.triples:
+            value = st.score * ps
+            pid = st.triple.passage_id
+            if pid not in best or value > best[pid][0]:
+                best[pid] = (value, path)
+    return best

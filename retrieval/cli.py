@@ -87,6 +87,10 @@ def cmd_build(args) -> int:
         report = build_from_files(out, args.corpus, args.questions, args.openie, args.extractor, model,
                                   name=args.out, progress=progress)
     d = report.as_dict()
+    if report.reused:
+        print(f"reused: {d['passages_total']} passages, nothing new to add; {d['size_bytes'] / 1e6:.1f} MB")
+        print(report.path)
+        return 0
     print(f"passages: {d['passages_total']} ({d['passages_added']} new); questions: {d['questions']}; "
           f"extracted: {d['extracted']}; failed: {d['failed'] or 0}; malformed triples skipped: "
           f"{d['malformed_triples']}; embedded: {d['embedded']}; same_as pairs: {d['same_as_pairs']}; "

@@ -47,6 +47,7 @@ class BuildReport:
     same_as_pairs: int = 0
     seconds: float = 0.0
     size_bytes: int = 0
+    reused: bool = False
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -61,6 +62,11 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
     path = Path(path)
     t0 = time.time()
     report = BuildReport(path)
+    if _nothing_new(path, embedder, passages, questions):
+        report.passages_total = len(passages)
+        report.reused = True
+        report.size_bytes = path.stat().st_size
+        return report
     work = _working_copy(path, embedder)
     con = db.connect(work)
     try:
@@ -88,6 +94,22 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
     os.replace(work, path)
     report.size_bytes = path.stat().st_size
     return report
+
+
+def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questions: Optional[list[Question]]) -> bool:
+    """A finished KB that already holds every passage and question: reuse it untouched."""
+    if not path.exists() or path.with_name(path.name + ".building").exists():
+        return False
+    con = db.connect(path, readonly=True)
+    try:
+        db.check(con, path, embedder.name)
+        if not db.get_meta(con, "complete", False):
+            return False
+        have = {r[0] for r in con.execute("SELECT id FROM passages")}
+        have_q = {r[0] for r in con.execute("SELECT id FROM questions")}
+    finally:
+        con.close()
+    return all(p.id in have for p in passages) and all(q.id in have_q for q in questions or [])
 
 
 def _working_copy(path: Path, embedder: Embedder) -> Path:

@@ -5,7 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/pip --disable-pip-version-check -q"
+pip_q() {
+  # Some machines' pip config lists local index folders that do not exist; pip warns about
+  # each one on every install. Those lines are noise; every other message stays.
+  .venv/bin/pip --disable-pip-version-check -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+PIP=pip_q
 # First and pinned: an unpinned torch (or one pulled in by sentence-transformers) is a
 # multi-GB CUDA build; 2.13.0 is the CPU wheel.
 $PIP install torch==2.13.0

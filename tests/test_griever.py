@@ -66,3 +66,11 @@ def test_finds_both_gold_passages(run, small_store):
 def test_ablations_run(ctx, overrides):
     run = make_method("griever", ctx, **overrides).run(Q, k=5)
     assert run.status == "ok", run.error and len(run.ranked) == 5
+
+
+def test_long_titles_are_one_ngram(embedder):
+    from retrieval.methods.griever.config import GrieverConfig
+    from retrieval.methods.griever.matcher import query_ngrams
+    title = "Alexander and the Terrible, Horrible, No Good, Very Bad Day"
+    enc = embedder.encode_query(f"What kind of university did the author of {title} attend?")
+    assert title in query_ngrams(enc, GrieverConfig().max_ngram).texts

@@ -9,7 +9,8 @@ class GrieverConfig:
     n_iterations: int = 2         # n_i, Algorithm 1; §5.2 "two iterations (a single query re-writing step)"
     c: int = 10                   # Composed: dense over the top k·c BM25 hits (§4.2.2); c unstated, ours
     t_max: int = 20               # partial triples shortlisted, Algorithm 2; unstated, ours
-    max_ngram: int = 6            # longest query n-gram for the entity matcher (§4.3); unstated, ours
+    max_ngram: int = 12           # longest query n-gram for the entity matcher (§4.3); unstated, ours:
+    #                               titles run long ("Alexander and the Terrible, Horrible, No Good, Very Bad Day")
     k_rrf: int = 60               # RRF constant (Cormack et al., 2009), as in the RRFHybrid baseline
     rrf_depth_factor: int = 2     # each ranking in an RRF contributes depth_factor·k hits; ours
     split_clauses: bool = True    # §4.2.1

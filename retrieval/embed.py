@@ -102,6 +102,10 @@ class Embedder:
         self.name = name
         self.path = MODELS[name]()
         self.model = SentenceTransformer(str(self.path), device="cpu")
+        # Inference only. encode_query calls forward() directly, which (unlike encode()) does
+        # not switch to eval mode; left in training mode, query vectors were random after the
+        # ONNX export below (dropout), and GRIEVER's near-ties flipped from run to run.
+        self.model.eval()
         # One intra-op thread for queries: a steady ~14 ms per question, where two threads
         # measured 12 ms back to back but ~20 ms after any other work (their workers sleep
         # and must be woken), and concurrent columns in the app get a core each.

@@ -78,9 +78,11 @@ class OnnxEncoder:
 
 
 def _export(embedder: "Embedder", path: Path) -> None:
+    import copy
+
     import torch
 
-    hf = embedder.model[0].auto_model.eval()
+    hf = copy.deepcopy(embedder.model[0].auto_model).eval()  # the live model is never touched
 
     class Wrapped(torch.nn.Module):
         def __init__(self, model):

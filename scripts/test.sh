@@ -3,6 +3,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test || exit 1
+# Browser tests drive Debian's chromium (a browser download by playwright is not possible here).
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || { echo "error: could not install chromium for the browser tests" >&2; exit 1; }
+  else
+    echo "error: /usr/bin/chromium is missing; install Debian's chromium (sudo apt-get install chromium)" >&2
+    exit 1
+  fi
+fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Tests build their KBs under a fresh home, never the user's.
 export HOPTRACE_HOME="${HOPTRACE_TEST_HOME:-$(mktemp -d)}"

@@ -1,62 +1,302 @@
-"""A minimal page until the full UI lands: ask the demo KB with one method, see the stages.
+"""The HopTrace web app: ask, compare side by side, replay stored traces, benchmark, index.
 
-Every string from a passage, a title or the question is escaped before it reaches HTML.
+Renders Stage records only (ui/render.py); runs methods through ui/ask.py; stores every
+run with traces/store.py. `python app.py` or `hoptrace serve` starts it.
 """
 from __future__ import annotations
 
-import html
 import os
-from typing import Iterator
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
 
 import gradio as gr
 
-from retrieval.embed import get_embedder
+from retrieval.bench.runner import run_bench
 from retrieval.errors import HopTraceError
-from retrieval.kb.presets import ensure_demo
-from retrieval.methods import METHODS, Context, make_method
-from retrieval.store import open_store
-from retrieval.trace import Stage
+from retrieval.kb.presets import build_from_files, ensure_demo
+from retrieval.methods import method_names
+from retrieval.paths import resolve_kb
+from traces.store import TraceStore
+
+from . import render
+from .ask import run_side_by_side
+from .state import AppState
+
+DEFAULT_METHODS = ["composed", "griever"]
+RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens", "recall"]
 
 
-def _stage_html(st: Stage) -> str:
-    e = html.escape
-    rows = "".join(f"<li><b>{e(str(k))}</b>: {e(str(v))[:400]}</li>" for k, v in st.payload.items() if k != "traceback")
-    msg = f"<p><i>{e(st.status)}: {e(st.message)}</i></p>" if st.message else ""
-    return (f"<details open><summary><b>{e(st.title)}</b> · {st.latency_ms:.1f} ms · "
-            f"tokens {st.tokens_in}/{st.tokens_out}</summary>{msg}<ul>{rows}</ul></details>")
+def _columns(prog) -> str:
+    return render.grid_html(render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
+                                               running=not prog.done and m not in prog.runs)
+                            for m in prog.methods)
 
 
-def build(ctx: Context) -> gr.Blocks:
-    examples = [q.text for q in ctx.store.questions()[:5]]
+def _graph_choices(runs: dict) -> list[str]:
+    return [f"{m} · {s.name}" for m, run in runs.items() for s in run.stages if s.subgraph and s.subgraph.nodes]
 
-    def ask(question: str, method: str, k: int) -> Iterator[str]:
-        try:
-            stages: list[Stage] = []
-            run = make_method(method, ctx).run(question, k=int(k), on_stage=stages.append)
-        except HopTraceError as err:
-            yield f"<p><b>Error:</b> {html.escape(str(err))}</p>"
-            return
-        body = "".join(_stage_html(s) for s in run.stages)
-        ranked = "".join(f"<li>{html.escape(r.title)} <small>({r.score:.4f})</small></li>" for r in run.ranked)
-        yield f"{body}<h4>Ranking · {run.latency_ms:.1f} ms</h4><ol>{ranked}</ol>"
 
-    with gr.Blocks(title="HopTrace") as demo:
-        gr.Markdown("# HopTrace\nType a multi-hop question, pick a method, watch its stages.")
-        q = gr.Textbox(label="Question", value=examples[0] if examples else "")
+def _pick_stage(runs: dict, choice: Optional[str]):
+    if not choice or " · " not in choice:
+        return None
+    method, stage = choice.split(" · ", 1)
+    run = runs.get(method)
+    return next((s for s in run.stages if s.name == stage), None) if run else None
+
+
+def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str], str, str]:
+    """Runs of a stored session exactly as saved (no recomputation): runs, gold, kb, question."""
+    runs, gold, kb, question = {}, set(), "", ""
+    for rid in traces.session_runs(session_id):
+        run, info = traces.load_run(rid)
+        runs[run.method] = run
+        gold |= set(info["gold"])
+        kb, question = info["kb"], run.question
+    return runs, gold, kb, question
+
+
+def _stored_grid(runs: dict, gold: set[str]) -> str:
+    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False) for m, r in runs.items())
+
+
+def build(state: AppState) -> gr.Blocks:
+    kbs = state.kb_names() or ["demo"]
+    demo_kb = state.kb(kbs[0])
+    examples = [q.text for q in demo_kb.questions[:40]]
+    all_methods = method_names()
+
+    with gr.Blocks(title="HopTrace") as app:
+        gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
+                    "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
         with gr.Row():
-            m = gr.Dropdown(list(METHODS), value="composed", label="Method")
-            k = gr.Slider(1, 20, value=5, step=1, label="k")
-        run_btn = gr.Button("Run", variant="primary")
-        out = gr.HTML()
-        if examples:
-            gr.Examples(examples, inputs=q)
-        run_btn.click(ask, [q, m, k], out, concurrency_limit=2)
-    return demo
+            kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1)
+            gr.Markdown(f"**Embedder** {demo_kb.ctx.embedder.name} · **LLM** none configured "
+                        f"(GRIEVER and the baselines need none) · traces in `{state.traces.path}`")
+        session_state = gr.State("")
+
+        with gr.Tab("Ask"):
+            question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
+            example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
+            with gr.Row():
+                methods = gr.CheckboxGroup(all_methods, value=DEFAULT_METHODS, label="Methods", elem_id="methods")
+                k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+            run_btn = gr.Button("Run", variant="primary", elem_id="run")
+            link = gr.Markdown(elem_id="session-link")
+            columns = gr.HTML(elem_id="columns")
+            with gr.Accordion("Subgraph", open=True):
+                graph_pick = gr.Dropdown([], label="Stage", elem_id="graph-pick")
+                graph = gr.HTML(elem_id="graph")
+            comparison = gr.Plot(label="Comparison", elem_id="comparison")
+
+        with gr.Tab("Traces"):
+            with gr.Row():
+                f_method = gr.Dropdown(["any"] + all_methods, value="any", label="Method")
+                f_text = gr.Textbox(label="Question contains")
+                f_btn = gr.Button("Refresh", elem_id="refresh-runs")
+            runs_table = gr.Dataframe(headers=RUN_COLUMNS, interactive=False, wrap=True, elem_id="runs-table")
+            with gr.Row():
+                run_a = gr.Textbox(label="Run id", elem_id="run-a")
+                run_b = gr.Textbox(label="Second run id (side by side)")
+                show_btn = gr.Button("Show stored run(s)", elem_id="show-runs")
+            stored = gr.HTML(elem_id="stored")
+            stored_plot = gr.Plot()
+            with gr.Row():
+                export_ids = gr.Textbox(label="Export: run ids (comma-separated) or a session id")
+                export_btn = gr.Button("Export JSON")
+            export_file = gr.File(label="Export")
+
+        with gr.Tab("Benchmark"):
+            with gr.Row():
+                b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
+                                             label="Methods")
+                b_limit = gr.Number(value=20, precision=0, label="Questions (max)")
+            b_btn = gr.Button("Run benchmark", variant="primary")
+            b_table = gr.Dataframe(interactive=False)
+            with gr.Row():
+                b_plot_lat = gr.Plot(label="recall@5 vs latency")
+                b_plot_tok = gr.Plot(label="recall@5 vs tokens")
+
+        with gr.Tab("Index"):
+            gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
+                        "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
+                        "and becomes a knowledge base you can ask.")
+            with gr.Row():
+                up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"])
+                up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"])
+                up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
+            with gr.Row():
+                up_name = gr.Textbox(label="KB name", value="my_corpus")
+                up_extractor = gr.Radio(["auto", "rules", "openie"], value="auto", label="Extractor")
+            up_btn = gr.Button("Build", variant="primary")
+            up_log = gr.Markdown()
+
+        # --- Ask -------------------------------------------------------------------------
+        example.change(lambda x: x or gr.update(), example, question)
+
+        def ask(kb_name, q, chosen, k_value):
+            graph_html, graph_sent = "", None
+            try:
+                stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value))
+                for prog in stream:
+                    url = _session_url(prog.session_id)
+                    latest = prog.latest
+                    if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
+                        graph_sent = latest
+                        graph_html = render.graph_iframe(latest[1].subgraph, prog.gold)
+                    if not prog.done:
+                        yield (_columns(prog), graph_html, gr.update(), gr.update(),
+                               f"Session `{prog.session_id}` (running…)", prog.session_id)
+                    else:
+                        choices = _graph_choices(prog.runs)
+                        yield (_columns(prog), graph_html,
+                               gr.update(choices=choices, value=choices[-1] if choices else None),
+                               render.comparison_figure(prog.runs, prog.gold),
+                               f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id)
+            except HopTraceError as e:
+                yield render.error_html(str(e)), "", gr.update(), None, "", ""
+
+        run_btn.click(ask, [kb, question, methods, k], [columns, graph, graph_pick, comparison, link, session_state],
+                      concurrency_limit=2, concurrency_id="ask")
+
+        def pick_graph(choice, sid):
+            if not sid:
+                return ""
+            runs, gold, _, _ = _stored_session(state.traces, sid)
+            st = _pick_stage(runs, choice)
+            return render.graph_iframe(st.subgraph if st else None, gold)
+
+        graph_pick.change(pick_graph, [graph_pick, session_state], graph)
+
+        def reopen(request: gr.Request):
+            """`?session=ID` reopens a stored comparison exactly as it was."""
+            sid = (request.query_params.get("session") if request else None) or ""
+            if not sid or state.traces.session(sid) is None:
+                return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), ""
+            runs, gold, _, q = _stored_session(state.traces, sid)
+            choices = _graph_choices(runs)
+            st = _pick_stage(runs, choices[-1]) if choices else None
+            return (q, _stored_grid(runs, gold), gr.update(choices=choices, value=choices[-1] if choices else None),
+                    render.graph_iframe(st.subgraph if st else None, gold),
+                    render.comparison_figure(runs, gold), sid)
+
+        app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])
+
+        # --- Traces ------------------------------------------------------------------------
+        def list_runs(method, text):
+            rows = state.traces.list_runs(None if method == "any" else method, text or None)
+            return [[r.id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)), r.kb, r.method,
+                     r.question, r.status, round(r.latency_ms, 1), r.tokens_in + r.tokens_out,
+                     "" if r.recall is None else round(r.recall, 3)] for r in rows]
+
+        f_btn.click(list_runs, [f_method, f_text], runs_table)
+        app.load(list_runs, [f_method, f_text], runs_table)
+
+        def show(a, b):
+            ids = [x.strip() for x in (a, b) if x and x.strip()]
+            if not ids:
+                return render.error_html("enter a run id from the table"), None
+            runs, gold = {}, set()
+            try:
+                for rid in ids:
+                    run, info = state.traces.load_run(rid)
+                    runs[f"{run.method} [{rid[:6]}]"] = run
+                    gold |= set(info["gold"])
+            except HopTraceError as e:
+                return render.error_html(str(e)), None
+            return _stored_grid(runs, gold), render.comparison_figure(runs, gold)
+
+        show_btn.click(show, [run_a, run_b], [stored, stored_plot])
+
+        def pick_row(evt: gr.SelectData, a):
+            """Clicking a row fills the first free run id box (two clicks: side by side)."""
+            rid = str(evt.row_value[0]) if evt.row_value else ""
+            return (a, rid) if a and a != rid else (rid, gr.update())
+
+        runs_table.select(pick_row, [run_a], [run_a, run_b])
+
+        def export(ids_text):
+            ids = [x.strip() for x in (ids_text or "").split(",") if x.strip()]
+            if len(ids) == 1 and state.traces.session(ids[0]):
+                ids = state.traces.session_runs(ids[0])
+            if not ids:
+                raise gr.Error("enter run ids or a session id")
+            try:
+                data = state.traces.export(ids)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
+            path = Path(tempfile.mkdtemp(prefix="hoptrace-export-")) / "traces.json"
+            path.write_text(data)
+            return str(path)
+
+        export_btn.click(export, export_ids, export_file)
+
+        # --- Benchmark -----------------------------------------------------------------------
+        def bench(kb_name, chosen, limit, progress=gr.Progress()):
+            if not chosen:
+                raise gr.Error("pick at least one method")
+            open_kb = state.kb(kb_name)
+            questions = open_kb.questions[: max(1, int(limit or 1))]
+            if not questions:
+                raise gr.Error(f"KB {kb_name} has no questions with gold passages")
+            res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
+                            on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"))
+            sid = state.traces.new_session(kb_name, kind="bench")
+            state.traces.save_bench(sid, kb_name, res.to_json())
+            cols = ["recall@5", "recall@10", "anyhit@5", "latency_ms_p50", "tokens_per_question"]
+            table = [[m] + [row.get(c) for c in cols] for m, row in res.methods.items()]
+            return (gr.update(value=table, headers=["method"] + cols), _scatter(res, "latency_ms_p50"),
+                    _scatter(res, "tokens_per_question"))
+
+        b_btn.click(bench, [kb, b_methods, b_limit], [b_table, b_plot_lat, b_plot_tok], concurrency_limit=1,
+                    concurrency_id="bench")
+
+        # --- Index ---------------------------------------------------------------------------
+        def index(corpus, qfile, openie, name, extractor, progress=gr.Progress(track_tqdm=True)):
+            if corpus is None:
+                raise gr.Error("upload a corpus file first")
+            name = (name or "").strip()
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise gr.Error("KB name: letters, digits, - and _ only")
+            try:
+                report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile else None,
+                                          Path(openie) if openie else None, extractor, name=name, progress=True)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
+            state.forget(name)
+            d = report.as_dict()
+            msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
+                   f"{d['questions']} questions, {d['seconds']} s. Pick it under *Knowledge base*.")
+            return msg, gr.update(choices=state.kb_names(), value=name)
+
+        up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor], [up_log, kb],
+                     concurrency_limit=1, concurrency_id="index")
+    return app
+
+
+def _scatter(res, x_key: str):
+    import plotly.graph_objects as go
+
+    names = list(res.methods)
+    fig = go.Figure(go.Scatter(x=[res.methods[n][x_key] for n in names], y=[res.methods[n]["recall@5"] for n in names],
+                               mode="markers+text", text=names, textposition="top center"))
+    fig.update_layout(xaxis_title=x_key, yaxis_title="recall@5", height=320, margin=dict(l=10, r=10, t=30, b=10))
+    return fig
+
+
+def _session_url(session_id: str) -> str:
+    """Relative, so it is right behind any host or proxy (Spaces included)."""
+    return f"?session={session_id}"
 
 
 def main(host: str | None = None, port: int | None = None) -> None:
-    store = open_store(str(ensure_demo()))
-    ctx = Context(store, get_embedder(store.info().embed_model))
-    demo = build(ctx)
-    demo.queue(max_size=32).launch(server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                                   server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    t0 = time.time()
+    ensure_demo()
+    state = AppState()
+    app = build(state)
+    print(f"HopTrace ready in {time.time() - t0:.1f} s (KBs: {', '.join(state.kb_names())})", flush=True)
+    app.queue(default_concurrency_limit=2, max_size=32).launch(
+        server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        show_error=True)

@@ -1,0 +1,168 @@
+"""The app in real headless Chromium (Debian's), driven by playwright.
+
+The app runs in-process on a test KB: the small MuSiQue slice plus one passage whose
+title is an HTML injection. Screenshots go to $HOPTRACE_SCREENSHOTS (default: a temp
+folder), never into the repository.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+EVIL = "<img src=x onerror=alert(1)>"
+Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    d = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tempfile.mkdtemp(prefix="hoptrace-shots-"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def app_url(small_corpus, embedder, tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
+    from retrieval.datasets import get_dataset
+    from retrieval.kb.build import build_kb
+    from retrieval.kb.extract.openie_import import OpenIEImport
+    from retrieval.kb.extract.rules import RulesExtractor
+    from retrieval.paths import kb_dir
+    from retrieval.records import Passage
+    from ui.app import build
+    from ui.state import AppState
+
+    passages, questions = small_corpus
+    evil = Passage.make(EVIL, "An injected title: onerror handlers must never run in HopTrace's pages.")
+    home = tmp_path_factory.mktemp("browser-home")
+    kb = home / "demo.sqlite"
+    build_kb(kb, passages, [OpenIEImport(get_dataset("musique").openie), RulesExtractor(("events", "propositions"),
+                                                                                         n_process=1)],
+             embedder, questions=questions, progress=False)
+    build_kb(kb, [evil], [RulesExtractor(n_process=1)], embedder, progress=False)  # appended
+    shutil.copyfile(kb, kb_dir() / "demo.sqlite")
+    state = AppState(trace_path=home / "traces.sqlite")
+    app = build(state)
+    port = _free_port()
+    app.queue(default_concurrency_limit=2, max_size=32).launch(server_name="127.0.0.1", server_port=port,
+                                                               prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+@pytest.fixture()
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        dialogs: list[str] = []
+        pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        pg.dialogs = dialogs
+        pg.goto(app_url, wait_until="domcontentloaded")
+        pg.wait_for_selector("#run", timeout=60_000)
+        yield pg
+        browser.close()
+
+
+def _set_question(page, text: str) -> None:
+    page.fill("#question textarea", text)
+
+
+def _set_methods(page, wanted: set[str]) -> None:
+    for label in page.locator("#methods label").all():
+        name = label.inner_text().strip()
+        box = label.locator("input")
+        if box.is_checked() != (name in wanted):
+            label.click()
+
+
+def _first_run_id(page) -> str:
+    import re
+
+    ids = re.findall(r"\b[0-9a-f]{16}\b", page.locator("#runs-table").inner_text())
+    assert ids, "the traces table lists no run"
+    return ids[0]
+
+
+def _run(page, methods: set[str]) -> None:
+    _set_methods(page, methods)
+    page.click("#run")
+    for m in methods:
+        page.wait_for_selector(f"#columns .ht-col[data-method='{m}'] table.ht-ranking", timeout=120_000)
+
+
+def test_ask_streams_stages_graph_and_comparison(page, shots):
+    _set_question(page, Q)
+    _run(page, {"griever", "composed"})
+    griever = page.locator("#columns .ht-col[data-method='griever']")
+    names = griever.locator(".ht-stage summary .ht-meta").all_inner_texts()
+    for stage in ("clause_split", "shortlist_1", "match_1", "rewrite_1", "retrieve_2", "paths", "ranking"):
+        assert any(n.startswith(stage + " ") for n in names), stage
+    assert page.locator("#columns .ht-col[data-method='composed'] .ht-stage").count() == 4
+    assert "gold found: 2/2" in griever.inner_text()
+    page.wait_for_selector("#graph iframe", timeout=30_000)
+    frame = page.frame_locator("#graph iframe")
+    frame.locator("canvas").first.wait_for(timeout=30_000)  # vis-network drew offline
+    page.wait_for_selector("#comparison .js-plotly-plot", timeout=30_000)
+    page.screenshot(path=str(shots / "ask.png"), full_page=True)
+    link = page.locator("#session-link").inner_text()
+    assert "Session" in link
+
+
+def test_traces_view_rerenders_a_stored_run_and_the_session_link_reopens(page, app_url, shots):
+    _set_question(page, Q)
+    _run(page, {"griever"})
+    live = page.locator("#columns .ht-col[data-method='griever'] .ht-stage").count()
+    session = page.locator("#session-link code").inner_text().strip()
+    page.get_by_role("tab", name="Traces").click()
+    page.click("#refresh-runs")
+    page.wait_for_function("document.querySelector('#runs-table') && "
+                           "document.querySelector('#runs-table').innerText.includes('griever')", timeout=30_000)
+    run_id = _first_run_id(page)
+    page.fill("#run-a textarea, #run-a input", run_id)
+    page.click("#show-runs")
+    page.wait_for_selector("#stored .ht-col .ht-stage", timeout=30_000)
+    assert page.locator("#stored .ht-col .ht-stage").count() == live
+    page.screenshot(path=str(shots / "traces.png"), full_page=True)
+    page.goto(f"{app_url}?session={session}", wait_until="domcontentloaded")
+    page.wait_for_selector("#columns .ht-col[data-method='griever'] .ht-stage", timeout=60_000)
+    assert page.locator("#columns .ht-col[data-method='griever'] .ht-stage").count() == live
+
+
+def test_an_injected_title_renders_as_text_everywhere(page, shots):
+    _set_question(page, "injected title onerror handlers never run")
+    _run(page, {"bm25", "griever"})
+    cols = page.locator("#columns")
+    assert EVIL in cols.inner_text()                      # shown, as text
+    assert cols.locator("img").count() == 0               # never parsed as an element
+    page.get_by_role("tab", name="Traces").click()
+    page.click("#refresh-runs")
+    page.wait_for_function("document.querySelector('#runs-table').innerText.includes('injected')", timeout=30_000)
+    run_id = _first_run_id(page)
+    page.fill("#run-a textarea, #run-a input", run_id)
+    page.click("#show-runs")
+    page.wait_for_selector("#stored .ht-col", timeout=30_000)
+    assert EVIL in page.locator("#stored").inner_text()
+    assert page.locator("#stored img").count() == 0
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "xss.png"), full_page=True)
+    assert page.dialogs == [], f"a script ran: {page.dialogs}"

@@ -1,0 +1,71 @@
+"""Trace store on a real SQLite file: runs saved whole, replayed exactly, concurrent writers."""
+import json
+import threading
+
+import pytest
+
+from retrieval.errors import InputError
+from retrieval.methods import make_method
+from traces.analysis import gold_fates
+from traces.store import TraceStore
+
+Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
+
+
+@pytest.fixture()
+def traces(tmp_path):
+    return TraceStore(tmp_path / "traces.sqlite")
+
+
+def test_a_stored_run_replays_exactly(traces, ctx, small_store):
+    run = make_method("griever", ctx).run(Q, k=5)
+    gold = next(q for q in small_store.questions() if q.text == Q).gold_passage_ids
+    sid = traces.new_session("small", Q)
+    rid = traces.save_run(sid, "small", run, gold, 5)
+    again, info = traces.load_run(rid)
+    assert again.to_dict() == run.to_dict()
+    assert info["gold"] == gold and info["session_id"] == sid
+    rows = traces.list_runs(method="griever")
+    assert rows[0].id == rid and rows[0].recall == 1.0
+    assert traces.session_runs(sid) == [rid]
+    n_stages = traces.db.execute("SELECT count(*) FROM stages WHERE run_id=?", [rid]).fetchone()[0]
+    assert n_stages == len(run.stages)
+    exported = json.loads(traces.export([rid]))
+    assert exported[0]["run"]["method"] == "griever"
+
+
+def test_filters_and_missing_runs(traces, ctx):
+    sid = traces.new_session("small")
+    for name in ("bm25", "dense"):
+        traces.save_run(sid, "small", make_method(name, ctx).run(Q, k=3))
+    assert {r.method for r in traces.list_runs()} == {"bm25", "dense"}
+    assert [r.method for r in traces.list_runs(method="dense")] == ["dense"]
+    assert traces.list_runs(text="100%_no_such") == []
+    assert len(traces.list_runs(text="Psychotherapy")) == 2
+    with pytest.raises(InputError, match="no stored run"):
+        traces.load_run("nope")
+
+
+def test_concurrent_writers_lose_nothing(traces, ctx):
+    run = make_method("bm25", ctx).run(Q, k=3)
+    sids = [traces.new_session("small") for _ in range(8)]
+
+    def write(sid):
+        for _ in range(5):
+            traces.save_run(sid, "small", run)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in sids]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(traces.list_runs(limit=1000)) == 40
+    assert all(len(traces.session_runs(s)) == 5 for s in sids)  # none mixed between sessions
+
+
+def test_gold_fate_names_the_stage_where_a_gold_passage_was_lost(ctx, small_store):
+    gold = next(q for q in small_store.questions() if q.text == Q).gold_passage_ids
+    run = make_method("composed", ctx, c=2).run(Q, k=1)  # k=1 keeps only one of the two gold passages
+    fates = {f.passage_id: f for f in gold_fates(run, gold)}
+    found = [f for f in fates.values() if f.rank == 1]
+    lost = [f for f in fates.values() if f.rank is None]
+    assert len(found) == 1 and len(lost) == 1
+    assert lost[0].last_seen in (None, "bm25_candidates", "dense_rerank")

@@ -1,0 +1,33 @@
+"""Reading stage records back: where did a gold passage appear, and where was it lost?"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from retrieval.trace import RunResult, Stage
+
+
+def mentions(stage: Stage, passage_id: str) -> bool:
+    if stage.subgraph and any(n.id == passage_id for n in stage.subgraph.nodes):
+        return True
+    return passage_id in json.dumps(stage.payload, default=str)
+
+
+@dataclass
+class GoldFate:
+    passage_id: str
+    rank: Optional[int]            # 1-based rank in the final list, None if missed
+    last_seen: Optional[str]       # name of the last stage that held it (before "ranking")
+    first_seen: Optional[str]
+
+
+def gold_fates(run: RunResult, gold: Iterable[str]) -> list[GoldFate]:
+    """For each gold passage: its final rank, or the last stage it was seen in before it was lost."""
+    ranked = run.ranked_ids()
+    out = []
+    for pid in gold:
+        seen = [s.name for s in run.stages if s.name != "ranking" and mentions(s, pid)]
+        rank = ranked.index(pid) + 1 if pid in ranked else None
+        out.append(GoldFate(pid, rank, seen[-1] if seen else None, seen[0] if seen else None))
+    return out

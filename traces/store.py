@@ -1,0 +1,176 @@
+"""Every run, stored as it was: sessions → runs → stages → LLM calls, in one SQLite file.
+
+A stored run re-renders exactly (its RunResult JSON is kept whole); the per-stage and
+per-call rows exist so runs can be listed, filtered and summed with SQL. Writes are
+serialised by a lock and each run is one transaction, so concurrent app users never
+interleave or lose each other's traces.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import sqlite_utils
+
+from retrieval.errors import InputError
+from retrieval.trace import RunResult
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunSummary:
+    id: str
+    session_id: str
+    created_at: float
+    kb: str
+    method: str
+    question: str
+    status: str
+    latency_ms: float
+    tokens_in: int
+    tokens_out: int
+    recall: Optional[float]
+
+
+class TraceStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        with self._lock:
+            db = self.db
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+            self._create(db)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            import sqlite3
+
+            db = self._local.db = sqlite_utils.Database(sqlite3.connect(str(self.path), check_same_thread=False,
+                                                                         timeout=30))
+        return db
+
+    @staticmethod
+    def _create(db: sqlite_utils.Database) -> None:
+        if "meta" not in db.table_names():
+            db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+        if "sessions" not in db.table_names():
+            db["sessions"].create({"id": str, "created_at": float, "kb": str, "question": str, "kind": str},
+                                  pk="id")
+        if "runs" not in db.table_names():
+            db["runs"].create({"id": str, "session_id": str, "created_at": float, "kb": str, "method": str,
+                               "question": str, "status": str, "error": str, "latency_ms": float,
+                               "tokens_in": int, "tokens_out": int, "gold": str, "recall": float, "k": int,
+                               "result": str}, pk="id", foreign_keys=[("session_id", "sessions")])
+            db["runs"].create_index(["session_id"])
+            db["runs"].create_index(["method"])
+            db["runs"].create_index(["created_at"])
+        if "stages" not in db.table_names():
+            db["stages"].create({"run_id": str, "seq": int, "name": str, "title": str, "status": str,
+                                 "latency_ms": float, "tokens_in": int, "tokens_out": int, "started_at": float},
+                                pk=("run_id", "seq"), foreign_keys=[("run_id", "runs")])
+        if "llm_calls" not in db.table_names():
+            db["llm_calls"].create({"run_id": str, "stage_seq": int, "seq": int, "model": str, "prompt": str,
+                                    "completion": str, "tokens_in": int, "tokens_out": int, "latency_ms": float,
+                                    "cached": int, "error": str},
+                                   pk=("run_id", "stage_seq", "seq"), foreign_keys=[("run_id", "runs")])
+        if "bench_results" not in db.table_names():
+            db["bench_results"].create({"id": str, "session_id": str, "created_at": float, "kb": str,
+                                        "result": str}, pk="id")
+
+    # --- writing ---------------------------------------------------------------------
+    def new_session(self, kb: str, question: str = "", kind: str = "ask") -> str:
+        sid = uuid.uuid4().hex[:12]
+        with self._lock:
+            self.db["sessions"].insert({"id": sid, "created_at": time.time(), "kb": kb, "question": question,
+                                        "kind": kind})
+        return sid
+
+    def save_run(self, session_id: str, kb: str, run: RunResult, gold: Iterable[str] = (),
+                 k: Optional[int] = None) -> str:
+        gold = list(gold)
+        rid = uuid.uuid4().hex[:16]
+        top = set(run.ranked_ids())
+        recall = (sum(g in top for g in gold) / len(gold)) if gold else None
+        with self._lock:
+            db = self.db
+            with db.conn:  # one transaction: a run is stored whole or not at all
+                db["runs"].insert({
+                    "id": rid, "session_id": session_id, "created_at": time.time(), "kb": kb, "method": run.method,
+                    "question": run.question, "status": run.status, "error": run.error, "latency_ms": run.latency_ms,
+                    "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "gold": json.dumps(gold),
+                    "recall": recall, "k": k or len(run.ranked), "result": json.dumps(run.to_dict(), default=str)})
+                db["stages"].insert_all([
+                    {"run_id": rid, "seq": i, "name": s.name, "title": s.title, "status": s.status,
+                     "latency_ms": s.latency_ms, "tokens_in": s.tokens_in, "tokens_out": s.tokens_out,
+                     "started_at": s.started_at} for i, s in enumerate(run.stages)])
+                db["llm_calls"].insert_all([
+                    {"run_id": rid, "stage_seq": i, "seq": j, "model": c.model, "prompt": c.prompt,
+                     "completion": c.completion, "tokens_in": c.tokens_in, "tokens_out": c.tokens_out,
+                     "latency_ms": c.latency_ms, "cached": int(c.cached), "error": c.error}
+                    for i, s in enumerate(run.stages) for j, c in enumerate(s.llm_calls)])
+        return rid
+
+    def save_bench(self, session_id: str, kb: str, result: dict) -> str:
+        bid = uuid.uuid4().hex[:12]
+        with self._lock:
+            self.db["bench_results"].insert({"id": bid, "session_id": session_id, "created_at": time.time(),
+                                             "kb": kb, "result": json.dumps(result, default=str)})
+        return bid
+
+    # --- reading ---------------------------------------------------------------------
+    def list_runs(self, method: Optional[str] = None, text: Optional[str] = None, session_id: Optional[str] = None,
+                  status: Optional[str] = None, limit: int = 200) -> list[RunSummary]:
+        where, args = [], []
+        if method:
+            where.append("method = ?")
+            args.append(method)
+        if session_id:
+            where.append("session_id = ?")
+            args.append(session_id)
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        if text:
+            where.append("question LIKE ? ESCAPE '\\'")
+            args.append("%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        sql = ("SELECT id, session_id, created_at, kb, method, question, status, latency_ms, tokens_in, tokens_out, "
+               "recall FROM runs" + (" WHERE " + " AND ".join(where) if where else "") +
+               " ORDER BY created_at DESC LIMIT ?")
+        return [RunSummary(*row) for row in self.db.execute(sql, args + [limit]).fetchall()]
+
+    def load_run(self, run_id: str) -> tuple[RunResult, dict[str, Any]]:
+        """The run exactly as stored, plus its row (kb, gold, session, created_at)."""
+        row = self.db.execute("SELECT result, kb, gold, session_id, created_at, k FROM runs WHERE id = ?",
+                              [run_id]).fetchone()
+        if row is None:
+            raise InputError(f"no stored run with id {run_id!r}")
+        result, kb, gold, session_id, created_at, k = row
+        return RunResult.from_dict(json.loads(result)), {
+            "kb": kb, "gold": json.loads(gold), "session_id": session_id, "created_at": created_at, "k": k}
+
+    def session_runs(self, session_id: str) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at",
+                                              [session_id]).fetchall()]
+
+    def session(self, session_id: str) -> Optional[dict]:
+        row = self.db.execute("SELECT id, created_at, kb, question, kind FROM sessions WHERE id = ?",
+                              [session_id]).fetchone()
+        return dict(zip(("id", "created_at", "kb", "question", "kind"), row)) if row else None
+
+    def export(self, run_ids: Iterable[str]) -> str:
+        """JSON of the listed runs, with their stored context."""
+        out = []
+        for rid in run_ids:
+            run, info = self.load_run(rid)
+            out.append({"id": rid, **info, "run": run.to_dict()})
+        return json.dumps(out, indent=1, default=str)

@@ -1,0 +1,83 @@
+"""Running several methods on one question concurrently and streaming their stages."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from retrieval.errors import HopTraceError
+from retrieval.methods import make_method
+from retrieval.trace import RunResult, Stage
+from retrieval.validate import check_question
+
+from .state import AppState
+
+MAX_METHODS = 8
+
+
+@dataclass
+class Progress:
+    """A snapshot of a side-by-side run, yielded after every finished stage."""
+    session_id: str
+    methods: list[str]
+    gold: set[str]
+    stages: dict[str, list[Stage]] = field(default_factory=dict)
+    runs: dict[str, RunResult] = field(default_factory=dict)
+    run_ids: dict[str, str] = field(default_factory=dict)
+    latest: Optional[tuple[str, Stage]] = None  # the last stage that arrived
+    done: bool = False
+
+
+def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int) -> Iterator[Progress]:
+    """One thread per method; a method's failure ends only its own column. Each finished run
+    is stored in the trace database before the final snapshot is yielded."""
+    question = check_question(question)
+    if not methods:
+        raise HopTraceError("pick at least one method")
+    if len(methods) > MAX_METHODS:
+        raise HopTraceError(f"at most {MAX_METHODS} methods at once")
+    open_kb = state.kb(kb)
+    gold = set(open_kb.gold_by_text.get(question, []))
+    sid = state.traces.new_session(kb, question)
+    prog = Progress(sid, list(methods), gold, {m: [] for m in methods})
+    events: "queue.Queue[tuple[str, object]]" = queue.Queue()
+
+    def work(name: str) -> None:
+        try:
+            run = make_method(name, open_kb.ctx).run(question, k=k, on_stage=lambda st: events.put((name, st)))
+        except HopTraceError as e:
+            run = RunResult(name, question, status="error", error=str(e))
+        except Exception as e:  # a bug in one method must not take the others down
+            run = RunResult(name, question, status="error", error=f"{type(e).__name__}: {e}")
+        try:
+            rid = state.traces.save_run(sid, kb, run, gold, k)
+        except Exception as e:
+            rid = ""
+            run.error = (run.error or "") + f" (trace not saved: {e})"
+        events.put((name, (run, rid)))
+
+    for name in methods:
+        threading.Thread(target=work, args=(name,), daemon=True, name=f"run-{name}").start()
+    remaining = set(methods)
+    deadline = time.time() + 600
+    while remaining:
+        try:
+            name, item = events.get(timeout=max(0.1, deadline - time.time()))
+        except queue.Empty:
+            for name in remaining:
+                prog.runs[name] = RunResult(name, question, status="error", error="timed out after 600 s")
+            break
+        if isinstance(item, Stage):
+            prog.stages[name].append(item)
+            prog.latest = (name, item)
+        else:
+            run, rid = item
+            prog.runs[name] = run
+            prog.run_ids[name] = rid
+            prog.stages[name] = run.stages or prog.stages[name]
+            remaining.discard(name)
+        yield prog
+    prog.done = True
+    yield prog

@@ -1,0 +1,188 @@
+"""Stage records → HTML and plotly figures. Pure functions of the records; no method code.
+
+Passages, titles, questions and LLM output are untrusted: every string goes through
+`esc` before it reaches HTML (gr.HTML drops <script> but keeps event-handler attributes).
+"""
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Iterable, Optional
+
+from retrieval.trace import RunResult, Stage, Subgraph
+from traces.analysis import gold_fates
+
+MAX_ROWS = 25
+STATUS_MARK = {"ok": "✓", "empty": "∅", "error": "✗", "skipped": "–"}
+NODE_COLOURS = {"question": "#6d28d9", "query": "#a78bfa", "passage": "#2563eb", "entity": "#059669",
+                "triple": "#d97706", "event": "#db2777", "proposition": "#0891b2", "subquestion": "#7c3aed"}
+GOLD_COLOUR = "#f59e0b"
+
+CSS = """
+.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:12px}
+.ht-col{border:1px solid #d4d4d8;border-radius:8px;padding:8px;min-width:0}
+.ht-col h3{margin:0 0 6px 0}
+.ht-stage{border-left:3px solid #a1a1aa;margin:4px 0;padding:2px 6px}
+.ht-stage.ok{border-color:#16a34a}.ht-stage.empty{border-color:#f59e0b}.ht-stage.error{border-color:#dc2626}
+.ht-stage summary{cursor:pointer}
+.ht-meta{color:#71717a;font-size:.85em}
+.ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
+.ht-table td,.ht-table th{border-bottom:1px solid #e4e4e7;padding:1px 4px;text-align:left;overflow-wrap:anywhere}
+.ht-gold{background:#fef3c7}
+.ht-missed{color:#b91c1c}
+.ht-err{color:#b91c1c;font-weight:600}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (dict, list)):
+        text = json.dumps(v, ensure_ascii=False, default=str)
+        return esc(text if len(text) < 300 else text[:299] + "…")
+    return esc(v)
+
+
+def _is_gold_row(row: dict, gold: set[str]) -> bool:
+    return any(isinstance(v, str) and v in gold for v in row.values())
+
+
+def payload_html(payload: dict, gold: set[str]) -> str:
+    parts = []
+    for key, value in payload.items():
+        if key == "traceback":
+            parts.append(f"<details><summary>traceback</summary><pre>{esc(value)}</pre></details>")
+        elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            cols = list(dict.fromkeys(c for row in value[:MAX_ROWS] for c in row))
+            head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+            body = "".join(
+                f"<tr class='{'ht-gold' if _is_gold_row(row, gold) else ''}'>"
+                + "".join(f"<td>{_fmt(row.get(c, ''))}</td>" for c in cols) + "</tr>"
+                for row in value[:MAX_ROWS])
+            more = f"<div class='ht-meta'>… {len(value) - MAX_ROWS} more</div>" if len(value) > MAX_ROWS else ""
+            parts.append(f"<div><b>{esc(key)}</b> ({len(value)})<table class='ht-table'><tr>{head}</tr>{body}"
+                         f"</table>{more}</div>")
+        elif isinstance(value, list):
+            items = ", ".join(_fmt(x) for x in value[:MAX_ROWS])
+            more = f" … (+{len(value) - MAX_ROWS})" if len(value) > MAX_ROWS else ""
+            parts.append(f"<div><b>{esc(key)}</b> ({len(value)}): {items}{more}</div>")
+        else:
+            parts.append(f"<div><b>{esc(key)}</b>: {_fmt(value)}</div>")
+    return "".join(parts)
+
+
+def stage_html(st: Stage, gold: set[str], open_: bool = False) -> str:
+    mark = STATUS_MARK.get(st.status, "?")
+    graph = f" · graph {len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e" if st.subgraph and st.subgraph.nodes else ""
+    msg = f"<div class='{'ht-err' if st.status == 'error' else 'ht-meta'}'>{esc(st.message)}</div>" if st.message else ""
+    calls = "".join(
+        f"<details><summary>LLM call {i + 1}: {esc(c.model)} · {c.tokens_in}/{c.tokens_out} tok · "
+        f"{c.latency_ms:.0f} ms</summary><pre>{esc(c.prompt)}</pre><hr><pre>{esc(c.completion)}</pre></details>"
+        for i, c in enumerate(st.llm_calls))
+    return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
+            f"<summary>{mark} <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
+            f"{st.latency_ms:.1f} ms · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
+            f"{msg}{payload_html(st.payload, gold)}{calls}</details>")
+
+
+def ranking_html(run: RunResult, gold: set[str]) -> str:
+    rows = "".join(
+        f"<tr class='{'ht-gold' if r.passage_id in gold else ''}'><td>{i + 1}</td>"
+        f"<td>{'★ ' if r.passage_id in gold else ''}{esc(r.title)}</td><td>{r.score:.4f}</td></tr>"
+        for i, r in enumerate(run.ranked))
+    missed = ""
+    if gold:
+        fates = [f for f in gold_fates(run, gold) if f.rank is None]
+        if fates:
+            items = "".join(f"<li class='ht-missed'>{esc(f.passage_id)}: "
+                            + (f"last seen in <b>{esc(f.last_seen)}</b>" if f.last_seen else "never retrieved")
+                            + "</li>" for f in fates)
+            missed = f"<div><b>Missed gold passages</b><ul>{items}</ul></div>"
+        found = len(gold) - len(fates)
+        missed = f"<div class='ht-meta'>gold found: {found}/{len(gold)}</div>" + missed
+    return (f"<table class='ht-table ht-ranking'><tr><th>#</th><th>passage</th><th>score</th></tr>{rows}</table>"
+            f"{missed}")
+
+
+def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
+                running: bool) -> str:
+    head = f"<h3>{esc(method)}</h3>"
+    if run is not None:
+        status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
+        head += (f"<div class='ht-meta'>{status} · {run.latency_ms:.1f} ms · tokens {run.tokens_in}/"
+                 f"{run.tokens_out}</div>")
+    elif running:
+        head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
+    body = "".join(stage_html(s, gold) for s in stages)
+    tail = ranking_html(run, gold) if run is not None and run.ranked else ""
+    return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
+
+
+def grid_html(columns: Iterable[str]) -> str:
+    return f"<style>{CSS}</style><div class='ht-grid'>{''.join(columns)}</div>"
+
+
+def error_html(message: str) -> str:
+    return f"<style>{CSS}</style><div class='ht-err'>{esc(message)}</div>"
+
+
+# --- subgraphs ------------------------------------------------------------------------------
+def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> str:
+    """A pyvis network, self-contained (vis-network inlined, no CDN), in a sandboxed iframe."""
+    if g is None or not g.nodes:
+        return "<div class='ht-meta'>This stage has no subgraph.</div>"
+    from pyvis.network import Network
+
+    net = Network(height=f"{height - 20}px", width="100%", directed=True, cdn_resources="in_line")
+    for n in g.nodes[:300]:
+        is_gold = n.id in gold
+        label = n.label if len(n.label) <= 60 else n.label[:59] + "…"
+        score = f" ({n.score:.3f})" if isinstance(n.score, (int, float)) else ""
+        # vis-network renders labels and string titles as text, not HTML
+        net.add_node(n.id, label=("★ " if is_gold else "") + label, title=f"{n.type}: {n.label}{score}",
+                     color=GOLD_COLOUR if is_gold else NODE_COLOURS.get(n.type, "#52525b"),
+                     shape="box" if n.type in ("passage", "triple", "event", "proposition") else "dot",
+                     borderWidth=3 if n.attrs.get("join") or n.attrs.get("frontier") else 1)
+    ids = {n.id for n in g.nodes[:300]}
+    for e in g.edges:
+        if e.source in ids and e.target in ids:
+            net.add_edge(e.source, e.target, label=e.label or e.type, title=e.type)
+    net.set_options('{"physics": {"stabilization": {"iterations": 150}}, "edges": {"font": {"size": 10}, '
+                    '"arrows": {"to": {"enabled": true, "scaleFactor": 0.5}}}, "nodes": {"font": {"size": 12}}}')
+    doc = net.generate_html()
+    return (f"<iframe sandbox='allow-scripts' style='width:100%;height:{height}px;border:1px solid #e4e4e7' "
+            f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")
+
+
+# --- comparison charts ------------------------------------------------------------------------
+def comparison_figure(runs: dict[str, RunResult], gold: set[str]):
+    """Per-stage latency per method (gantt-like bars from each stage's start), tokens, recall."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    has_gold = bool(gold)
+    cols = 3 if has_gold else 2
+    titles = ["stage timeline (ms)", "tokens in / out"] + (["recall@k"] if has_gold else [])
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, column_widths=[0.6, 0.2, 0.2][:cols])
+    for method, run in runs.items():
+        if not run.stages:
+            continue
+        t0 = run.stages[0].started_at
+        for st in run.stages:
+            fig.add_trace(go.Bar(y=[method], x=[max(st.latency_ms, 0.05)], base=[(st.started_at - t0) * 1000],
+                                 orientation="h", name=st.name, showlegend=False,
+                                 hovertemplate=f"{esc(method)} · {esc(st.name)}: %{{x:.1f}} ms<extra></extra>"),
+                          row=1, col=1)
+    names = list(runs)
+    fig.add_trace(go.Bar(x=names, y=[runs[n].tokens_in for n in names], name="tokens in"), row=1, col=2)
+    fig.add_trace(go.Bar(x=names, y=[runs[n].tokens_out for n in names], name="tokens out"), row=1, col=2)
+    if has_gold:
+        rec = [sum(g in set(runs[n].ranked_ids()) for g in gold) / len(gold) for n in names]
+        fig.add_trace(go.Bar(x=names, y=rec, name="recall"), row=1, col=3)
+        fig.update_yaxes(range=[0, 1], row=1, col=3)
+    fig.update_layout(height=320, barmode="overlay", margin=dict(l=10, r=10, t=40, b=10))
+    return fig

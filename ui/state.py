@@ -1,0 +1,51 @@
+"""What the app holds between requests: open KBs (store + embedder), their questions, the trace store."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrieval.embed import get_embedder
+from retrieval.methods import Context
+from retrieval.paths import home, kb_dir
+from retrieval.records import Question
+from retrieval.store.sqlite import SQLiteStore
+from traces.store import TraceStore
+
+WARM = ("passages", "partial_triples", "entities", "predicates")
+
+
+@dataclass
+class OpenKB:
+    name: str
+    ctx: Context
+    questions: list[Question]
+    gold_by_text: dict[str, list[str]] = field(default_factory=dict)
+
+
+class AppState:
+    def __init__(self, trace_path: Path | None = None):
+        self.traces = TraceStore(trace_path or home() / "traces.sqlite")
+        self._kbs: dict[str, OpenKB] = {}
+        self._lock = threading.Lock()
+
+    def kb_names(self) -> list[str]:
+        names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
+        return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"]
+
+    def kb(self, name: str) -> OpenKB:
+        with self._lock:
+            if name not in self._kbs:
+                store = SQLiteStore(kb_dir() / f"{name}.sqlite")
+                store.warm(WARM)  # first question pays nothing for loading
+                embedder = get_embedder(store.info().embed_model)
+                embedder.encode_query("warm up")
+                questions = store.questions()
+                self._kbs[name] = OpenKB(name, Context(store, embedder), questions,
+                                         {q.text: q.gold_passage_ids for q in questions})
+            return self._kbs[name]
+
+    def forget(self, name: str) -> None:
+        """After a rebuild, reopen the KB on next use."""
+        with self._lock:
+            self._kbs.pop(name, None)

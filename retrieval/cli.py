@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     info = kb_sub.add_parser("info")
     info.add_argument("kb")
 
+    ba = sub.add_parser("bench-app", help="app start-to-ready and click-to-first-stage times (headless Chromium)")
+    ba.add_argument("--runs", type=int, default=5)
+
     s = sub.add_parser("serve", help="start the web app")
     s.add_argument("--port", type=int, default=None)
     s.add_argument("--host", default=None)
@@ -66,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve}[
+        return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
+                "bench-app": cmd_bench_app}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -191,6 +195,13 @@ def cmd_kb(args) -> int:
     info = open_store(args.kb).info()
     print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
                       "embed_dim": info.embed_dim, "counts": info.counts, "meta": info.meta}, indent=1))
+    return 0
+
+
+def cmd_bench_app(args) -> int:
+    from ui.benchmark import bench_app
+
+    print(json.dumps(bench_app(runs=args.runs), indent=1))
     return 0
 
 

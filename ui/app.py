@@ -29,9 +29,9 @@ RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens
 
 
 def _columns(prog) -> str:
-    return render.grid_html(render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
-                                               running=not prog.done and m not in prog.runs)
-                            for m in prog.methods)
+    return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
+                                                running=not prog.done and m not in prog.runs)
+                             for m in prog.methods), prog.session_id)
 
 
 def _graph_choices(runs: dict) -> list[str]:
@@ -82,6 +82,7 @@ def build(state: AppState) -> gr.Blocks:
             with gr.Row():
                 methods = gr.CheckboxGroup(all_methods, value=DEFAULT_METHODS, label="Methods", elem_id="methods")
                 k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+                iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
             run_btn = gr.Button("Run", variant="primary", elem_id="run")
             link = gr.Markdown(elem_id="session-link")
             columns = gr.HTML(elem_id="columns")
@@ -135,29 +136,32 @@ def build(state: AppState) -> gr.Blocks:
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
 
-        def ask(kb_name, q, chosen, k_value):
-            graph_html, graph_sent = "", None
+        def ask(kb_name, q, chosen, k_value, n_iter):
+            graph_sent = None
             try:
-                stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value))
+                stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
+                                          {"n_iterations": int(n_iter)})
                 for prog in stream:
                     url = _session_url(prog.session_id)
                     latest = prog.latest
+                    # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
+                    graph_out = gr.update()
                     if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                         graph_sent = latest
-                        graph_html = render.graph_iframe(latest[1].subgraph, prog.gold)
+                        graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
                     if not prog.done:
-                        yield (_columns(prog), graph_html, gr.update(), gr.update(),
+                        yield (_columns(prog), graph_out, gr.update(), gr.update(),
                                f"Session `{prog.session_id}` (running…)", prog.session_id)
                     else:
                         choices = _graph_choices(prog.runs)
-                        yield (_columns(prog), graph_html,
+                        yield (_columns(prog), graph_out,
                                gr.update(choices=choices, value=choices[-1] if choices else None),
                                render.comparison_figure(prog.runs, prog.gold),
                                f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id)
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
-        run_btn.click(ask, [kb, question, methods, k], [columns, graph, graph_pick, comparison, link, session_state],
+        run_btn.click(ask, [kb, question, methods, k, iterations], [columns, graph, graph_pick, comparison, link, session_state],
                       concurrency_limit=2, concurrency_id="ask")
 
         def pick_graph(choice, sid):

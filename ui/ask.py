@@ -30,7 +30,8 @@ class Progress:
     done: bool = False
 
 
-def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int) -> Iterator[Progress]:
+def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int,
+                     griever_settings: Optional[dict] = None) -> Iterator[Progress]:
     """One thread per method; a method's failure ends only its own column. Each finished run
     is stored in the trace database before the final snapshot is yielded."""
     question = check_question(question)
@@ -46,7 +47,9 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
 
     def work(name: str) -> None:
         try:
-            run = make_method(name, open_kb.ctx).run(question, k=k, on_stage=lambda st: events.put((name, st)))
+            settings = griever_settings if name.startswith("griever") else {}
+            method = make_method(name, open_kb.ctx, **(settings or {}))
+            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)))
         except HopTraceError as e:
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down
@@ -69,15 +72,23 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             for name in remaining:
                 prog.runs[name] = RunResult(name, question, status="error", error="timed out after 600 s")
             break
-        if isinstance(item, Stage):
-            prog.stages[name].append(item)
-            prog.latest = (name, item)
-        else:
-            run, rid = item
-            prog.runs[name] = run
-            prog.run_ids[name] = rid
-            prog.stages[name] = run.stages or prog.stages[name]
-            remaining.discard(name)
-        yield prog
+        batch = [(name, item)]
+        while True:  # stages that finished together go out in one update
+            try:
+                batch.append(events.get_nowait())
+            except queue.Empty:
+                break
+        for name, item in batch:
+            if isinstance(item, Stage):
+                prog.stages[name].append(item)
+                prog.latest = (name, item)
+            else:
+                run, rid = item
+                prog.runs[name] = run
+                prog.run_ids[name] = rid
+                prog.stages[name] = run.stages or prog.stages[name]
+                remaining.discard(name)
+        if remaining:
+            yield prog
     prog.done = True
     yield prog

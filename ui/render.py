@@ -122,8 +122,8 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
 
 
-def grid_html(columns: Iterable[str]) -> str:
-    return f"<style>{CSS}</style><div class='ht-grid'>{''.join(columns)}</div>"
+def grid_html(columns: Iterable[str], session_id: str = "") -> str:
+    return f"<style>{CSS}</style><div class='ht-grid' data-session='{esc(session_id)}'>{''.join(columns)}</div>"
 
 
 def error_html(message: str) -> str:

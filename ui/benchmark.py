@@ -1,0 +1,105 @@
+"""`hoptrace bench-app`: the app's own speed, measured from outside as a user meets it.
+
+- start → ready: from spawning `python app.py` to the page answering HTTP 200;
+- click → first GRIEVER stage: from clicking Run (GRIEVER only) to its first stage panel
+  in the page, in headless Chromium; and click → ranking shown.
+The demo KB must already be built (`hoptrace build --demo`).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from retrieval.errors import ConfigError
+from retrieval.paths import REPO_ROOT
+from retrieval.kb.presets import demo_path
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_app(runs: int = 5, question: str | None = None) -> dict:
+    if not demo_path().exists():
+        raise ConfigError("build the demo KB first: hoptrace build --demo")
+    if not Path(CHROMIUM).exists():
+        raise ConfigError(f"{CHROMIUM} is missing (apt-get install chromium)")
+    port = _free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "app.py")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        while True:
+            try:
+                if urllib.request.urlopen(url, timeout=1).status == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                raise ConfigError("the app exited during start-up")
+            if time.perf_counter() - t0 > 300:
+                raise ConfigError("the app did not answer within 300 s")
+            time.sleep(0.1)
+        ready_s = time.perf_counter() - t0
+        first, done = _clicks(url, runs, question)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"start_to_ready_s": round(ready_s, 2),
+            "click_to_first_griever_stage_ms_p50": round(statistics.median(first), 1),
+            "click_to_first_griever_stage_ms_max": round(max(first), 1),
+            "click_to_griever_ranking_ms_p50": round(statistics.median(done), 1),
+            "runs": runs, "first_stage_ms": [round(x, 1) for x in first]}
+
+
+def _clicks(url: str, runs: int, question: str | None) -> tuple[list[float], list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    first, done = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("#run", timeout=60_000)
+        if question:
+            page.fill("#question textarea", question)
+        for label in page.locator("#methods label").all():
+            if label.locator("input").is_checked() != (label.inner_text().strip() == "griever"):
+                label.click()
+        for _ in range(runs):
+            # The clock starts in the page, at the click, and stops when the panel exists.
+            ms = page.evaluate("""() => new Promise(resolve => {
+                const grid = document.querySelector('#columns .ht-grid');
+                const before = grid ? grid.dataset.session : null;
+                const t0 = performance.now(); let first = null;
+                const col = () => {  // the griever column of a new session only
+                    const g = document.querySelector('#columns .ht-grid');
+                    return g && g.dataset.session && g.dataset.session !== before
+                        ? g.querySelector(".ht-col[data-method='griever']") : null; };
+                const obs = new MutationObserver(() => {
+                    const c = col();
+                    if (c && first === null && c.querySelector('.ht-stage')) first = performance.now() - t0;
+                    if (c && c.querySelector('table.ht-ranking')) { obs.disconnect(); resolve([first, performance.now() - t0]); }
+                });
+                obs.observe(document.body, {childList: true, subtree: true, characterData: true});
+                document.querySelector('#run').click();
+            })""")
+            first.append(ms[0])
+            done.append(ms[1])
+            page.wait_for_timeout(300)
+        browser.close()
+    return first, done

@@ -71,7 +71,7 @@ def build(state: AppState) -> gr.Blocks:
         gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
                     "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
         with gr.Row():
-            kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1)
+            kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1, elem_id="kb")
             gr.Markdown(f"**Embedder** {demo_kb.ctx.embedder.name} · **LLM** none configured "
                         f"(GRIEVER and the baselines need none) · traces in `{state.traces.path}`")
         session_state = gr.State("")
@@ -112,11 +112,11 @@ def build(state: AppState) -> gr.Blocks:
             with gr.Row():
                 b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
                                              label="Methods")
-                b_limit = gr.Number(value=20, precision=0, label="Questions (max)")
-            b_btn = gr.Button("Run benchmark", variant="primary")
-            b_table = gr.Dataframe(interactive=False)
+                b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
+            b_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+            b_table = gr.Dataframe(interactive=False, elem_id="bench-table")
             with gr.Row():
-                b_plot_lat = gr.Plot(label="recall@5 vs latency")
+                b_plot_lat = gr.Plot(label="recall@5 vs latency", elem_id="bench-latency")
                 b_plot_tok = gr.Plot(label="recall@5 vs tokens")
 
         with gr.Tab("Index"):
@@ -124,14 +124,14 @@ def build(state: AppState) -> gr.Blocks:
                         "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
                         "and becomes a knowledge base you can ask.")
             with gr.Row():
-                up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"])
+                up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
                 up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"])
                 up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
             with gr.Row():
-                up_name = gr.Textbox(label="KB name", value="my_corpus")
+                up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
                 up_extractor = gr.Radio(["auto", "rules", "openie"], value="auto", label="Extractor")
-            up_btn = gr.Button("Build", variant="primary")
-            up_log = gr.Markdown()
+            up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
+            up_log = gr.Markdown(elem_id="up-log")
 
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)

@@ -166,3 +166,41 @@ def test_an_injected_title_renders_as_text_everywhere(page, shots):
     page.wait_for_timeout(500)
     page.screenshot(path=str(shots / "xss.png"), full_page=True)
     assert page.dialogs == [], f"a script ran: {page.dialogs}"
+
+
+def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
+    page.get_by_role("tab", name="Benchmark").click()
+    page.fill("#bench-limit input", "2")
+    page.click("#bench-run")
+    page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('tokens_per_question') && "
+                           "document.querySelector('#bench-table').innerText.includes('bm25')", timeout=120_000)
+    table = page.locator("#bench-table").inner_text()
+    for method in ("bm25", "dense", "composed", "griever"):
+        assert method in table
+    page.wait_for_selector("#bench-latency .js-plotly-plot", timeout=30_000)
+    page.screenshot(path=str(shots / "bench.png"), full_page=True)
+
+
+def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_path, shots):
+    import json
+
+    corpus = tmp_path / "tiny.json"
+    corpus.write_text(json.dumps([
+        {"title": "Zorvath Bridge", "text": "Zorvath Bridge was designed by the engineer Mirela Quent in 1911."},
+        {"title": "Mirela Quent", "text": "Mirela Quent was born in the town of Ostrevan."},
+        {"title": "Ostrevan", "text": "Ostrevan is a market town on the river Lume."},
+    ]))
+    page.get_by_role("tab", name="Index").click()
+    page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
+    page.fill("#up-name textarea, #up-name input", "tiny_upload")
+    page.click("#up-build")
+    page.wait_for_function("document.querySelector('#up-log').innerText.includes('Built')", timeout=180_000)
+    assert "3 passages" in page.locator("#up-log").inner_text()
+    page.screenshot(path=str(shots / "index.png"), full_page=True)
+    # the new KB is selected; ask it
+    page.get_by_role("tab", name="Ask").click()
+    _set_question(page, "Where was the designer of Zorvath Bridge born?")
+    _run(page, {"bm25", "griever"})
+    text = page.locator("#columns .ht-col[data-method='griever']").inner_text()
+    assert "Zorvath Bridge" in text and "Mirela Quent" in text

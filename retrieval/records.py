@@ -133,14 +133,6 @@ class Extraction:
     malformed: int = 0
 
 
-@dataclass(frozen=True)
-class ScoredPassage:
-    passage_id: str
-    score: float
-    title: str = ""
-    text: str = ""
-
-
 # SAG §3.2's entity types; every extractor maps its own labels onto these.
 SAG_ENTITY_TYPES = (
     "time", "location", "person", "organization", "group", "topic",

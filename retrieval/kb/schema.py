@@ -109,5 +109,3 @@ EMBEDDED_LAYERS = {
     "propositions": "SELECT rowid, text FROM propositions",
     "events": "SELECT rowid, summary FROM events",
 }
-
-EXTRACTED_LAYERS = ("triples", "events", "propositions")

@@ -64,7 +64,7 @@ class SQLiteStore(SearchStore):
         self._local.con = con
         self._lock = threading.Lock()
         self._vectors: dict[str, _Vectors] = {}
-        self._fields: dict[tuple[str, str], dict[str, set[int]]] = {}
+        self._maps: dict[tuple[str, str], dict] = {}  # lazily built lookup maps, see _memo
         self._passage_rowid: dict[str, int] = {}
         self._passage_id: dict[int, str] = {}
         for rowid, pid in con.execute("SELECT rowid, id FROM passages"):
@@ -111,11 +111,16 @@ class SQLiteStore(SearchStore):
         if "predicates" in indices:
             self._name_map("predicates")
 
+    def _memo(self, key: tuple[str, str], build) -> dict:
+        """A lookup map built once, on first use, from `build()` (SQL over this read-only KB)."""
+        if key not in self._maps:
+            value = build()
+            with self._lock:
+                self._maps.setdefault(key, value)
+        return self._maps[key]
+
     def _field_map(self, index: str, name: str) -> dict[str, set[int]]:
-        """keyword value → rowids of the index's items holding it (built once, on first use)."""
-        key = (index, name)
-        if key in self._fields:
-            return self._fields[key]
+        """keyword value → rowids of the index's items holding it."""
         if name not in FIELDS[index]:
             raise ConfigError(f"index {index!r} has no keyword field {name!r}; it has {FIELDS[index]}")
         sql = {
@@ -141,13 +146,15 @@ class SQLiteStore(SearchStore):
                                           "JOIN entities e ON e.rowid=pe.entity_rowid",
             ("propositions", "passage_ids"): "SELECT p.id, pr.rowid FROM propositions pr "
                                              "JOIN passages p ON p.rowid=pr.passage_rowid",
-        }[key]
-        out: dict[str, set[int]] = defaultdict(set)
-        for value, rowid in self.con.execute(sql):
-            out[value].add(rowid)
-        with self._lock:
-            self._fields[key] = dict(out)
-        return self._fields[key]
+        }[(index, name)]
+
+        def build() -> dict[str, set[int]]:
+            out: dict[str, set[int]] = defaultdict(set)
+            for value, rowid in self.con.execute(sql):
+                out[value].add(rowid)
+            return dict(out)
+
+        return self._memo((index, name), build)
 
     def _allowed(self, index: str, flt: Optional[Filter]) -> Optional[set[int]]:
         """The rowids a filter admits, or None for 'everything'. Exclusions stay separate."""
@@ -281,20 +288,13 @@ class SQLiteStore(SearchStore):
         return {k: freq.get(index[k], 1) for k in keys if k in index}
 
     def _partial_key_map(self) -> dict[tuple[str, str, bool], int]:
-        if ("partial_triples", "_keys") not in self._fields:
-            rows = {(s, p, bool(i)): r for r, s, p, i in
-                    self.con.execute("SELECT rowid, subject, predicate, is_inverse FROM partial_triples")}
-            with self._lock:
-                self._fields[("partial_triples", "_keys")] = rows
-        return self._fields[("partial_triples", "_keys")]
+        return self._memo(("partial_triples", "_keys"), lambda: {
+            (s, p, bool(i)): r for r, s, p, i in
+            self.con.execute("SELECT rowid, subject, predicate, is_inverse FROM partial_triples")})
 
     def _partial_freq_map(self) -> dict[int, int]:
-        if ("partial_triples", "_freq") not in self._fields:
-            rows = dict(self.con.execute("SELECT pt_rowid, count(DISTINCT complement) FROM partial_triple_links "
-                                         "GROUP BY pt_rowid"))
-            with self._lock:
-                self._fields[("partial_triples", "_freq")] = rows
-        return self._fields[("partial_triples", "_freq")]
+        return self._memo(("partial_triples", "_freq"), lambda: dict(self.con.execute(
+            "SELECT pt_rowid, count(DISTINCT complement) FROM partial_triple_links GROUP BY pt_rowid")))
 
     def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
         rows = self._rows("SELECT entity, alias, similarity FROM same_as "
@@ -328,12 +328,7 @@ class SQLiteStore(SearchStore):
 
     def _name_map(self, table: str) -> dict[str, int]:
         """name → rowid for a small table, held in memory: GRIEVER looks up dozens per query."""
-        key = (table, "_ids")
-        if key not in self._fields:
-            rows = dict(self.con.execute(f"SELECT name, rowid FROM {table}"))
-            with self._lock:
-                self._fields[key] = rows
-        return self._fields[key]
+        return self._memo((table, "_ids"), lambda: dict(self.con.execute(f"SELECT name, rowid FROM {table}")))
 
     def entity_ids(self, names: Iterable[str]) -> dict[str, int]:
         ids = self._name_map("entities")

@@ -15,8 +15,6 @@ from typing import Optional
 from .errors import ConfigError, HopTraceError
 from .paths import resolve_kb
 
-WARM_INDICES = ("passages", "partial_triples", "entities", "predicates")
-
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hoptrace", description="Watch multi-hop retrievers work, stage by stage.")
@@ -142,8 +140,7 @@ def cmd_ask(args) -> int:
     info = ctx.store.info()
     t0 = time.perf_counter()
     # Load vectors and lookup maps first, so stage latencies show the method, not the loading.
-    ctx.store.warm(WARM_INDICES)
-    ctx.embedder.encode_query("warm up")
+    ctx.warm()
     if not args.json:
         print(f"kb: {info.location} ({info.counts['passages']} passages) · embedder: {ctx.embedder.name} · "
               f"LLM: {getattr(ctx.llm, 'describe', lambda: 'none')()} · loaded in "

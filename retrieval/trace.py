@@ -70,6 +70,7 @@ class LLMCall:
     latency_ms: float
     cached: bool = False
     error: Optional[str] = None
+    purpose: str = ""                 # which step asked (e.g. "read", "reason", "read (repair)")
 
 
 @dataclass

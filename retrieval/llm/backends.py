@@ -1,0 +1,191 @@
+"""Chat backends behind one narrow interface, all spoken through the `openai` package.
+
+`OpenAICompatible` talks to any OpenAI-style endpoint. `EmbeddedLlamaCpp` starts the
+llama.cpp server (llama-cpp-python) on 127.0.0.1 with the assembled Qwen GGUF and then
+is an OpenAI-compatible backend like any other, so one code path serves both.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from ..paths import home
+from .errors import LLMCallError, LLMUnavailable
+from .settings import LLMSettings
+
+
+@dataclass
+class RawReply:
+    text: str
+    tokens_in: Optional[int]
+    tokens_out: Optional[int]
+
+
+class OpenAICompatible:
+    def __init__(self, settings: LLMSettings, base_url: Optional[str] = None, label: Optional[str] = None):
+        import openai
+
+        self.settings = settings
+        self.model = settings.model
+        self.base_url = base_url or settings.base_url
+        self.label = label or f"{self.base_url} · {self.model}"
+        # The openai client retries connection errors, 408/409/429 and 5xx with exponential backoff.
+        self._client = openai.OpenAI(base_url=self.base_url, api_key=settings.api_key or "no-key",
+                                     timeout=settings.timeout_s, max_retries=settings.max_retries)
+        self._format_mode = "json_schema"   # downgraded once if the endpoint rejects it
+
+    def describe(self) -> str:
+        return self.label
+
+    def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
+        if schema is None or self._format_mode == "none":
+            return None
+        if self._format_mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": name or "answer", "schema": schema}}
+        return {"type": "json_object"}
+
+    def complete(self, messages: list[dict], *, max_tokens: int, temperature: float, seed: int,
+                 schema: Optional[dict] = None, name: str = "") -> RawReply:
+        import openai
+
+        while True:
+            fmt = self.response_format(schema, name)
+            kwargs = {"response_format": fmt} if fmt else {}
+            try:
+                resp = self._client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                    seed=seed, **kwargs)
+                break
+            except openai.BadRequestError as e:
+                # Some endpoints know only json_object, some no response_format at all.
+                msg = str(e).lower()
+                if fmt and ("response_format" in msg or "json_schema" in msg):
+                    self._format_mode = {"json_schema": "json_object", "json_object": "none"}[self._format_mode]
+                    continue
+                raise LLMCallError(f"{self.label}: request rejected: {e}") from e
+            except openai.APITimeoutError as e:
+                raise LLMCallError(f"{self.label}: no answer within {self.settings.timeout_s:.0f} s") from e
+            except openai.APIConnectionError as e:
+                raise LLMCallError(f"{self.label}: cannot connect ({e})") from e
+            except openai.APIStatusError as e:
+                raise LLMCallError(f"{self.label}: HTTP {e.status_code}: {e.message}") from e
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice else ""
+        usage = resp.usage
+        return RawReply(text, usage.prompt_tokens if usage else None, usage.completion_tokens if usage else None)
+
+    def count_tokens(self, text: str) -> int:
+        # Only when an endpoint reports no usage: ~4 characters a token for English.
+        return max(1, len(text) // 4)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedLlamaCpp(OpenAICompatible):
+    """llama-cpp-python's OpenAI-compatible server in a child process on 127.0.0.1.
+
+    A child process, not an in-process model: the app's threads stay responsive while the
+    model computes, and a crash in native code cannot take the app down.
+    """
+
+    _lock = threading.Lock()
+    _servers: dict[str, "EmbeddedLlamaCpp"] = {}
+
+    def __init__(self, settings: LLMSettings):
+        from .models import MODELS, model_file
+
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as e:
+            raise LLMUnavailable("the embedded LLM needs llama-cpp-python: run `bash scripts/setup.sh`") from e
+        self.gguf = model_file(settings.model)
+        self.port = _free_port()
+        self.proc: Optional[subprocess.Popen] = None
+        super().__init__(settings, base_url=f"http://127.0.0.1:{self.port}/v1",
+                         label=f"embedded llama.cpp · {settings.model} ({MODELS[settings.model].hf_name})")
+        self._format_mode = "llama_schema"
+        self._tokenizer = None
+
+    @classmethod
+    def shared(cls, settings: LLMSettings) -> "EmbeddedLlamaCpp":
+        """One server per model per process, started on first use."""
+        with cls._lock:
+            srv = cls._servers.get(settings.model)
+            if srv is None or (srv.proc and srv.proc.poll() is not None):
+                srv = cls(settings)
+                srv.start()
+                cls._servers[settings.model] = srv
+            return srv
+
+    def start(self, wait_s: float = 180.0) -> None:
+        threads = str(max(1, min(os.cpu_count() or 2, 8)))
+        log = open(home() / "llama_server.log", "ab")
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
+               "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,
+               "--n_threads_batch", threads, "--model_alias", self.model, "--verbose", "False"]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        atexit.register(self.stop)
+        t0 = time.time()
+        while time.time() - t0 < wait_s:
+            if self.proc.poll() is not None:
+                raise LLMUnavailable(f"embedded llama.cpp server exited with code {self.proc.returncode}; "
+                                     f"see {home() / 'llama_server.log'}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+                if self._ready():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise LLMUnavailable(f"embedded llama.cpp server did not start within {wait_s:.0f} s")
+
+    def _ready(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
+        # llama-cpp-python turns a JSON schema inside json_object into a grammar, so even a
+        # 0.5B model can only emit JSON of the requested shape.
+        if schema is None:
+            return None
+        return {"type": "json_object", "schema": schema}
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None:
+            from llama_cpp import Llama
+            self._tokenizer = Llama(str(self.gguf), vocab_only=True, verbose=False)
+        return len(self._tokenizer.tokenize(text.encode("utf-8"), add_bos=False))
+
+
+def make_backend(settings: LLMSettings):
+    if settings.backend == "local":
+        return EmbeddedLlamaCpp.shared(settings)
+    if settings.backend == "openai":
+        return OpenAICompatible(settings)
+    raise LLMUnavailable("no LLM is configured (--llm none)")

@@ -1,0 +1,143 @@
+"""The LLM interface methods call: `llm.json(stage, ...)` → parsed JSON, recorded in the stage.
+
+Around any backend it adds what every call needs: the SQLite response cache, a
+concurrency limit, tolerant JSON parsing with one repair request, and an LLMCall record
+(prompt, completion, tokens, latency, model) attached to the stage that made the call.
+A call that still fails raises LLMOutputError / LLMCallError, which the tracer turns into
+a failed stage with the reason: the run ends cleanly, it never crashes.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable, Optional, Protocol
+
+from ..paths import home
+from ..trace import LLMCall, Stage
+from .backends import RawReply, make_backend
+from .cache import CachedReply, ResponseCache, cache_key
+from .errors import LLMOutputError
+from .jsonparse import parse_json
+from .settings import LLMSettings
+
+
+class ChatBackend(Protocol):
+    model: str
+
+    def describe(self) -> str: ...
+
+    def complete(self, messages: list[dict], *, max_tokens: int, temperature: float, seed: int,
+                 schema: Optional[dict] = None, name: str = "") -> RawReply: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def render_prompt(messages: list[dict]) -> str:
+    """The prompt as one readable text, for traces."""
+    return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+
+
+class LLM:
+    """`backend` may be given (tests pass a scripted double); otherwise it is made from
+    `settings` on the first request, so a run of LLM-free methods never starts a model."""
+
+    def __init__(self, settings: LLMSettings, backend: Optional[ChatBackend] = None,
+                 cache: Optional[ResponseCache] = None):
+        self.settings = settings
+        self.cache = cache
+        self._backend = backend
+        self._start_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+
+    @property
+    def backend(self) -> ChatBackend:
+        with self._start_lock:
+            if self._backend is None:
+                self._backend = make_backend(self.settings)
+            return self._backend
+
+    def start(self) -> "LLM":
+        """Start the backend now (the app does this at launch so the first question is not charged)."""
+        _ = self.backend
+        return self
+
+    @property
+    def model(self) -> str:
+        return self._backend.model if self._backend is not None else self.settings.model
+
+    def describe(self) -> str:
+        return self._backend.describe() if self._backend is not None else self.settings.describe()
+
+    # --- one request, cached ------------------------------------------------------------------
+    def _complete(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
+                  max_tokens: int) -> str:
+        params = {"max_tokens": max_tokens, "temperature": self.settings.temperature, "seed": self.settings.seed,
+                  "schema": schema}
+        key = cache_key(self.model, messages, params)
+        cached = self.cache.get(key) if self.cache is not None else None
+        t0 = time.perf_counter()
+        if cached is None:
+            error = None
+            try:
+                with self._slots:
+                    raw = self.backend.complete(messages, max_tokens=max_tokens,
+                                                temperature=self.settings.temperature, seed=self.settings.seed,
+                                                schema=schema, name=purpose)
+            except Exception as e:
+                error = str(e)
+                self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, error)
+                raise
+            latency = (time.perf_counter() - t0) * 1000
+            t_in = raw.tokens_in if raw.tokens_in is not None else self.backend.count_tokens(render_prompt(messages))
+            t_out = raw.tokens_out if raw.tokens_out is not None else self.backend.count_tokens(raw.text)
+            cached = CachedReply(raw.text, t_in, t_out, round(latency, 3))
+            if self.cache is not None:
+                self.cache.put(key, self.model, {"messages": messages, **params}, cached)
+            self._record(stage, purpose, messages, raw.text, t_in, t_out, latency, False)
+        else:
+            self._record(stage, purpose, messages, cached.text, cached.tokens_in, cached.tokens_out,
+                         (time.perf_counter() - t0) * 1000, True)
+        return cached.text
+
+    def _record(self, stage, purpose, messages, text, t_in, t_out, latency, cached, error=None) -> None:
+        if stage is not None:
+            stage.add_llm_call(LLMCall(self.model, render_prompt(messages), text, int(t_in), int(t_out),
+                                       round(latency, 3), cached, error, purpose))
+
+    # --- what methods call ----------------------------------------------------------------------
+    def json(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: dict,
+             validate: Optional[Callable[[Any], Any]] = None, max_tokens: int = 512) -> Any:
+        """Ask for JSON matching `schema`; `validate` may clean the value or raise ValueError.
+
+        On unparsable or invalid output, one repair request shows the model its answer and
+        the problem; a second failure raises LLMOutputError naming both problems.
+        """
+        text = self._complete(stage, purpose, messages, schema, max_tokens)
+        try:
+            return _checked(text, validate)
+        except ValueError as first:
+            repair = messages + [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a JSON "
+                                            f"value matching this schema, nothing else:\n{json.dumps(schema)}"}]
+            text2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens)
+            try:
+                return _checked(text2, validate)
+            except ValueError as second:
+                raise LLMOutputError(f"{purpose}: the model's answer is not usable JSON ({first}); after one "
+                                     f"repair request still not ({second})") from second
+
+
+def _checked(text: str, validate: Optional[Callable[[Any], Any]]) -> Any:
+    value = parse_json(text)
+    return validate(value) if validate else value
+
+
+def get_llm(settings: Optional[LLMSettings] = None) -> Optional[LLM]:
+    """The configured LLM (started lazily), or None for `--llm none`."""
+    settings = settings or LLMSettings.parse()
+    if settings.backend == "none":
+        return None
+    cache = ResponseCache(home() / "llm_cache.sqlite") if settings.cache else None
+    return LLM(settings, cache=cache)

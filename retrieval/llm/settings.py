@@ -1,0 +1,67 @@
+"""Which LLM to use: one settings record, read from flags or environment.
+
+Spec strings (`--llm` / HOPTRACE_LLM):
+  local                      the embedded default: llama.cpp server on 127.0.0.1, Qwen2.5-Coder-1.5B
+  local:qwen2.5-coder-0.5b   the smaller embedded model (about twice as fast, weaker)
+  none                       no LLM: methods that need one say so (GEAR falls back to NaiveGE)
+  openai                     api.openai.com; key from HOPTRACE_LLM_API_KEY or OPENAI_API_KEY
+  http(s)://host:port/v1     any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, HF router)
+For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from .errors import LLMUnavailable
+from .models import DEFAULT_MODEL, MODELS
+
+BACKENDS = ("local", "openai", "none")
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    backend: str = "local"                 # local | openai (any OpenAI-compatible URL) | none
+    model: str = DEFAULT_MODEL
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    timeout_s: float = 300.0               # a 1.5B model on 2 cores needs ~40 s for a 2k-token read
+    max_retries: int = 3                   # HTTP retries with exponential backoff (openai client's)
+    concurrency: Optional[int] = None      # None: 1 for local (one model, two cores), 4 for HTTP
+    temperature: float = 0.0               # GEAR §6.2 and GRASP run at temperature 0
+    seed: int = 0
+    cache: bool = True                     # SQLite response cache in $HOPTRACE_HOME/llm_cache.sqlite
+    n_ctx: int = 8192                      # local context window (a read of 10 passages ≈ 2.5k tokens)
+
+    @property
+    def max_concurrency(self) -> int:
+        return self.concurrency or (1 if self.backend == "local" else 4)
+
+    def describe(self) -> str:
+        if self.backend == "none":
+            return "none"
+        if self.backend == "local":
+            return f"embedded llama.cpp · {self.model}"
+        return f"{self.base_url} · {self.model}"
+
+    @classmethod
+    def parse(cls, spec: Optional[str] = None, model: Optional[str] = None, **overrides) -> "LLMSettings":
+        spec = (spec if spec is not None else os.environ.get("HOPTRACE_LLM", "local")).strip()
+        model = model or os.environ.get("HOPTRACE_LLM_MODEL")
+        key = os.environ.get("HOPTRACE_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        if spec == "none":
+            s = cls(backend="none", model="")
+        elif spec == "local" or spec.startswith("local:"):
+            name = spec.partition(":")[2] or model or DEFAULT_MODEL
+            if name not in MODELS:
+                raise LLMUnavailable(f"unknown embedded model {name!r}; available: {', '.join(MODELS)}")
+            s = cls(backend="local", model=name)
+        elif spec == "openai" or spec.startswith(("http://", "https://")):
+            if not model:
+                raise LLMUnavailable(f"LLM endpoint {spec!r} needs a model name: set --llm-model or HOPTRACE_LLM_MODEL")
+            url = "https://api.openai.com/v1" if spec == "openai" else spec.rstrip("/")
+            s = cls(backend="openai", model=model, base_url=url, api_key=key)
+        else:
+            raise LLMUnavailable(f"unknown LLM spec {spec!r}; use local, local:MODEL, none, openai or an http(s) URL")
+        return replace(s, **overrides) if overrides else s

@@ -6,15 +6,19 @@ from typing import Any
 from ..errors import ConfigError
 from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
+from .gear import Gear, NaiveGE, SyncGE
 from .griever import Griever
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever,
+                                                  NaiveGE, SyncGE, Gear)}
 
 # Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "griever_full_triples": ("griever", {"shortlist_index": "triples"}),
     "griever_no_shortlist": ("griever", {"shortlist": False}),
     "griever_rrf_first": ("griever", {"first_retriever": "rrf_hybrid"}),
+    # GEAR Table 4: beam search without the diversity weight.
+    "syncge_no_diversity": ("syncge", {"diversity": False}),
 }
 
 

@@ -27,7 +27,7 @@ class Context:
 
     # What the methods read on every query: loaded up front, the first question is not
     # charged for loading (bench, `ask` and the app all call warm()).
-    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates")
+    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples")
 
     def warm(self) -> None:
         warm = getattr(self.store, "warm", None)
@@ -43,6 +43,7 @@ class Method(ABC):
     # Does k change more than the cut-off (candidate depth, iterations)? Then a benchmark
     # runs the method once per k, as the papers' R@k columns do; otherwise it slices one run.
     k_dependent: ClassVar[bool] = True
+    uses_llm: ClassVar[bool] = False   # shown in the app; such methods say so when no LLM is configured
 
     def __init__(self, ctx: Context, config: Any = None, **overrides: Any):
         self.ctx = ctx
@@ -59,7 +60,8 @@ class Method(ABC):
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         """The pipeline. Each step opens `tracer.stage(...)`; returns the final ranking."""
 
-    def run(self, question: str, k: int = 10, on_stage: Optional[Callable[[Stage], None]] = None) -> RunResult:
+    def run(self, question: str, k: int = 10, on_stage: Optional[Callable[[Stage], None]] = None,
+            answer: bool = False) -> RunResult:
         q = check_question(question)
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
@@ -70,6 +72,12 @@ class Method(ABC):
             result.ranked = self.retrieve(q, k, tracer)[:k]
         except StageFailed as e:
             result.status, result.error = "error", str(e)
+        if answer and result.status == "ok":
+            from .answer import stage_answer
+            try:
+                result.answer = stage_answer(self.ctx, tracer, q, result.ranked)
+            except StageFailed:
+                pass  # the answer stage shows the error; the ranking stands
         result.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
         result.stages = tracer.stages
         return result

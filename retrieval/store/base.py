@@ -117,6 +117,10 @@ class SearchStore(ABC):
     def passages(self, ids: Sequence[str]) -> list[Passage]: ...
 
     @abstractmethod
+    def triples(self, ids: Sequence[int]) -> list[Triple]:
+        """Triples by id, in the order asked (unknown ids are left out)."""
+
+    @abstractmethod
     def triples_of_passages(self, passage_ids: Iterable[str]) -> list[Triple]: ...
 
     @abstractmethod

@@ -247,6 +247,12 @@ class SQLiteStore(SearchStore):
     def all_passage_ids(self) -> list[str]:
         return list(self._passage_rowid)
 
+    def triples(self, ids: Sequence[int]) -> list[Triple]:
+        rows = {rid: Triple(s, p, o, self._passage_id[pr], rid) for rid, pr, s, p, o in self._rows(
+            "SELECT rowid, passage_rowid, subject, predicate, object FROM triples "
+            "WHERE rowid IN (SELECT value FROM json_each(?))", [int(i) for i in ids])}
+        return [rows[int(i)] for i in ids if int(i) in rows]
+
     def triples_of_passages(self, passage_ids: Iterable[str]) -> list[Triple]:
         rows = [self._passage_rowid[p] for p in passage_ids if p in self._passage_rowid]
         return [Triple(s, p, o, self._passage_id[pr], rid) for rid, pr, s, p, o in self._rows(

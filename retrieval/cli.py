@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--k", type=int, default=10)
     a.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a method setting")
     a.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+    a.add_argument("--answer", action="store_true", help="end with the shared answer step (top-5 passages → answer)")
+    _llm_args(a)
 
     be = sub.add_parser("bench", help="recall / hit rates / latency / tokens of methods over questions")
     be.add_argument("--kb", default="demo")
@@ -47,7 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--limit", type=int)
     be.add_argument("--protocol", default="per-k", choices=["per-k", "slice"],
                     help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
+    be.add_argument("--ks", default=None, help="comma-separated cut-offs (default 2,5,10,15)")
+    be.add_argument("--answer", action="store_true", help="add EM and F1 of the shared answer step (needs an LLM)")
     be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
+    _llm_args(be)
     be.add_argument("--quiet", action="store_true")
 
     kb = sub.add_parser("kb", help="inspect a KB")
@@ -61,7 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="start the web app")
     s.add_argument("--port", type=int, default=None)
     s.add_argument("--host", default=None)
+    _llm_args(s)
     return p
+
+
+def _llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default=None,
+                   help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
+                        "an OpenAI-compatible base URL; env HOPTRACE_LLM")
+    p.add_argument("--llm-model", default=None, help="model name for openai / URL endpoints; env HOPTRACE_LLM_MODEL")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -104,16 +117,18 @@ def cmd_build(args) -> int:
     return 0
 
 
-def _context(kb: str, embed_model: Optional[str] = None):
+def _context(kb: str, args=None):
     from .embed import get_embedder
     from .kb.presets import ensure_demo
+    from .llm import LLMSettings, get_llm
     from .methods import Context
     from .store import open_store
 
     if kb == "demo":
         ensure_demo()
-    store = open_store(kb, embed_model)
-    return Context(store, get_embedder(store.info().embed_model))
+    store = open_store(kb)
+    llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None)))
+    return Context(store, get_embedder(store.info().embed_model), llm)
 
 
 def _settings(pairs: list[str]) -> dict:
@@ -135,7 +150,7 @@ def cmd_ask(args) -> int:
     from .validate import check_question
 
     check_question(args.question)  # before loading anything, so a bad question fails fast
-    ctx = _context(args.kb)
+    ctx = _context(args.kb, args)
     method = make_method(args.method, ctx, **_settings(args.set))
     info = ctx.store.info()
     t0 = time.perf_counter()
@@ -143,9 +158,11 @@ def cmd_ask(args) -> int:
     ctx.warm()
     if not args.json:
         print(f"kb: {info.location} ({info.counts['passages']} passages) · embedder: {ctx.embedder.name} · "
-              f"LLM: {getattr(ctx.llm, 'describe', lambda: 'none')()} · loaded in "
+              f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}"
+              f"{'' if method.uses_llm or args.answer else ' (not used by ' + method.name + ')'} · loaded in "
               f"{(time.perf_counter() - t0) * 1000:.0f} ms")
-    run = method.run(args.question, k=args.k, on_stage=None if args.json else lambda st: print(render_stage(st)))
+    run = method.run(args.question, k=args.k, on_stage=None if args.json else lambda st: print(render_stage(st)),
+                     answer=args.answer)
     if args.json:
         print(json.dumps(run.to_dict(), indent=1, default=str))
     else:
@@ -159,8 +176,16 @@ def cmd_bench(args) -> int:
     from .corpus import load_questions
     from .methods import method_names
 
-    ctx = _context(args.kb)
+    from .bench.runner import KS
+
+    ctx = _context(args.kb, args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    try:
+        ks = tuple(int(x) for x in args.ks.split(",")) if args.ks else KS
+    except ValueError:
+        raise ConfigError(f"--ks takes comma-separated integers, got {args.ks!r}") from None
+    if any(k < 1 for k in ks):
+        raise ConfigError(f"--ks values must be at least 1, got {args.ks!r}")
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; available: {', '.join(method_names())}")
@@ -173,8 +198,10 @@ def cmd_bench(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions; pass --questions FILE")
     if args.limit:
         questions = questions[: args.limit]
-    res = run_bench(ctx, args.kb, questions, methods, protocol=args.protocol, progress=not args.quiet)
-    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s")
+    res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
+                    answer=args.answer)
+    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s, "
+          f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
     print(table(res))
     if args.json_out:
         out = args.json_out

@@ -24,6 +24,9 @@ def render_stage(st: Stage) -> str:
             lines.append(f"    {key} ({len(value)}): " + _short(value[:3]))
         else:
             lines.append(f"    {key}: {_short(value)}")
+    for c in st.llm_calls:
+        lines.append(f"    LLM {c.purpose or 'call'}: {c.model} · {c.tokens_in} in / {c.tokens_out} out · "
+                     f"{c.latency_ms:.0f} ms{' · cached' if c.cached else ''}{' · error: ' + c.error if c.error else ''}")
     if st.subgraph and st.subgraph.nodes:
         lines.append(f"    subgraph: {len(st.subgraph.nodes)} nodes, {len(st.subgraph.edges)} edges")
     return "\n".join(lines)
@@ -32,6 +35,8 @@ def render_stage(st: Stage) -> str:
 def render_run(run: RunResult) -> str:
     lines = [f"\n{run.method}: {run.status}{' — ' + run.error if run.error else ''} · "
              f"{run.latency_ms:.1f} ms · tokens {run.tokens_in} in / {run.tokens_out} out"]
+    if run.answer is not None:
+        lines.append(f"answer: {run.answer}")
     for i, r in enumerate(run.ranked, 1):
         lines.append(f"{i:>3}. {r.score:>10.4f}  {r.title}  [{r.passage_id}]")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import gradio as gr
 from retrieval.bench.runner import run_bench
 from retrieval.errors import HopTraceError
 from retrieval.kb.presets import build_from_files, ensure_demo
-from retrieval.methods import method_names
+from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
 from traces.store import TraceStore
 
@@ -72,8 +72,7 @@ def build(state: AppState) -> gr.Blocks:
                     "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
         with gr.Row():
             kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1, elem_id="kb")
-            gr.Markdown(f"**Embedder** {demo_kb.ctx.embedder.name} · **LLM** none configured "
-                        f"(GRIEVER and the baselines need none) · traces in `{state.traces.path}`")
+            backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
         session_state = gr.State("")
 
         with gr.Tab("Ask"):
@@ -83,6 +82,7 @@ def build(state: AppState) -> gr.Blocks:
                 methods = gr.CheckboxGroup(all_methods, value=DEFAULT_METHODS, label="Methods", elem_id="methods")
                 k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
                 iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
+                with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
             run_btn = gr.Button("Run", variant="primary", elem_id="run")
             link = gr.Markdown(elem_id="session-link")
             columns = gr.HTML(elem_id="columns")
@@ -136,11 +136,11 @@ def build(state: AppState) -> gr.Blocks:
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
 
-        def ask(kb_name, q, chosen, k_value, n_iter):
+        def ask(kb_name, q, chosen, k_value, n_iter, answer):
             graph_sent = None
             try:
                 stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
-                                          {"n_iterations": int(n_iter)})
+                                          {"n_iterations": int(n_iter)}, answer=bool(answer))
                 for prog in stream:
                     url = _session_url(prog.session_id)
                     latest = prog.latest
@@ -161,7 +161,7 @@ def build(state: AppState) -> gr.Blocks:
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
-        run_btn.click(ask, [kb, question, methods, k, iterations], [columns, graph, graph_pick, comparison, link, session_state],
+        run_btn.click(ask, [kb, question, methods, k, iterations, with_answer], [columns, graph, graph_pick, comparison, link, session_state],
                       concurrency_limit=2, concurrency_id="ask")
 
         def pick_graph(choice, sid):
@@ -196,6 +196,7 @@ def build(state: AppState) -> gr.Blocks:
 
         f_btn.click(list_runs, [f_method, f_text], runs_table)
         app.load(list_runs, [f_method, f_text], runs_table)
+        app.load(lambda name: _backends_line(state, state.kb(name)), kb, backends)
 
         def show(a, b):
             ids = [x.strip() for x in (a, b) if x and x.strip()]
@@ -279,6 +280,12 @@ def build(state: AppState) -> gr.Blocks:
     return app
 
 
+def _backends_line(state: AppState, open_kb) -> str:
+    llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
+    return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
+            f"{llm_methods} and the answer step · traces in `{render.esc(str(state.traces.path))}`")
+
+
 def _scatter(res, x_key: str):
     import plotly.graph_objects as go
 
@@ -298,6 +305,7 @@ def main(host: str | None = None, port: int | None = None) -> None:
     t0 = time.time()
     ensure_demo()
     state = AppState()
+    state.start_llm()
     app = build(state)
     print(f"HopTrace ready in {time.time() - t0:.1f} s (KBs: {', '.join(state.kb_names())})", flush=True)
     app.queue(default_concurrency_limit=2, max_size=32).launch(

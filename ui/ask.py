@@ -31,7 +31,7 @@ class Progress:
 
 
 def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int,
-                     griever_settings: Optional[dict] = None) -> Iterator[Progress]:
+                     griever_settings: Optional[dict] = None, answer: bool = False) -> Iterator[Progress]:
     """One thread per method; a method's failure ends only its own column. Each finished run
     is stored in the trace database before the final snapshot is yielded."""
     question = check_question(question)
@@ -49,7 +49,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
         try:
             settings = griever_settings if name.startswith("griever") else {}
             method = make_method(name, open_kb.ctx, **(settings or {}))
-            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)))
+            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer)
         except HopTraceError as e:
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down
@@ -64,13 +64,13 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     for name in methods:
         threading.Thread(target=work, args=(name,), daemon=True, name=f"run-{name}").start()
     remaining = set(methods)
-    deadline = time.time() + 600
+    deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
     while remaining:
         try:
             name, item = events.get(timeout=max(0.1, deadline - time.time()))
         except queue.Empty:
             for name in remaining:
-                prog.runs[name] = RunResult(name, question, status="error", error="timed out after 600 s")
+                prog.runs[name] = RunResult(name, question, status="error", error="timed out after 900 s")
             break
         batch = [(name, item)]
         while True:  # stages that finished together go out in one update

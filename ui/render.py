@@ -115,6 +115,8 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
         head += (f"<div class='ht-meta'>{status} · {run.latency_ms:.1f} ms · tokens {run.tokens_in}/"
                  f"{run.tokens_out}</div>")
+        if run.answer is not None:
+            head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
     elif running:
         head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
     body = "".join(stage_html(s, gold) for s in stages)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.embed import get_embedder
+from retrieval.errors import HopTraceError
+from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.methods import Context
 from retrieval.paths import home, kb_dir
 from retrieval.records import Question
@@ -22,10 +24,35 @@ class OpenKB:
 
 
 class AppState:
-    def __init__(self, trace_path: Path | None = None):
+    def __init__(self, trace_path: Path | None = None, llm_settings: LLMSettings | None = None):
         self.traces = TraceStore(trace_path or home() / "traces.sqlite")
         self._kbs: dict[str, OpenKB] = {}
         self._lock = threading.Lock()
+        # One LLM for every KB and user; its own semaphore queues concurrent requests.
+        self.llm_settings = llm_settings or LLMSettings.parse()
+        self.llm: LLM | None = get_llm(self.llm_settings)
+        self.llm_status = "not started" if self.llm else "none configured"
+
+    def start_llm(self) -> None:
+        """Start the LLM backend in the background, so the app is ready before the model is."""
+        if self.llm is None:
+            return
+
+        def start() -> None:
+            self.llm_status = "starting…"
+            try:
+                self.llm.start()
+                self.llm_status = "ready"
+            except HopTraceError as e:
+                # Methods that need it will fail with this message in their column; others run.
+                self.llm_status = f"unavailable: {e}"
+
+        threading.Thread(target=start, daemon=True, name="llm-start").start()
+
+    def llm_line(self) -> str:
+        if self.llm is None:
+            return "none configured (GEAR runs as NaiveGE; GRIEVER and the baselines need none)"
+        return f"{self.llm.describe()} ({self.llm_status})"
 
     def kb_names(self) -> list[str]:
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
@@ -35,7 +62,7 @@ class AppState:
         with self._lock:
             if name not in self._kbs:
                 store = SQLiteStore(kb_dir() / f"{name}.sqlite")
-                ctx = Context(store, get_embedder(store.info().embed_model))
+                ctx = Context(store, get_embedder(store.info().embed_model), self.llm)
                 ctx.warm()
                 questions = store.questions()
                 self._kbs[name] = OpenKB(name, ctx, questions,

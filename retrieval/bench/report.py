@@ -24,8 +24,10 @@ def write_csv(res: BenchResult, path: Path) -> None:
 
 
 def table(res: BenchResult, columns: list[str] | None = None) -> str:
-    cols = columns or ["recall@2", "recall@5", "recall@10", "recall@15", "anyhit@5", "allhit@5",
-                       "latency_ms_p50", "latency_ms_p95", "tokens_in", "tokens_out"]
+    ks = sorted({int(c.split("@")[1]) for r in res.methods.values() for c in r if c.startswith("recall@")})
+    cols = columns or ([f"recall@{k}" for k in ks] + ["anyhit@5", "allhit@5", "latency_ms_p50", "latency_ms_p95",
+                                                      "tokens_per_question"]
+                       + (["em", "f1"] if any("em" in r for r in res.methods.values()) else []))
     rows = [["method"] + cols] + [[n] + ["" if r.get(c) is None else f"{r[c]}" for c in cols]
                                   for n, r in res.methods.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -41,7 +43,8 @@ def write_html(res: BenchResult, path: Path) -> None:
     names = list(res.methods)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("recall@k", "latency p50 / p95 (ms)"))
     for k in KS:
-        fig.add_trace(go.Bar(name=f"recall@{k}", x=names, y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
+        if all(f"recall@{k}" in res.methods[n] for n in names):
+            fig.add_trace(go.Bar(name=f"recall@{k}", x=names, y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
     for key in ("latency_ms_p50", "latency_ms_p95"):
         fig.add_trace(go.Bar(name=key, x=names, y=[res.methods[n][key] for n in names]), 1, 2)
     fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions", barmode="group")

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from ..errors import ConfigError
 from ..methods import Context, make_method
 from ..records import Question
-from .metrics import allhit_at, anyhit_at, percentile, recall_at
+from .metrics import allhit_at, anyhit_at, exact_match, f1_score, percentile, recall_at
 
 KS = (2, 5, 10, 15)
 HEADLINE_K = 5
@@ -38,6 +38,9 @@ class QuestionResult:
     tokens_out: int
     status: str
     error: Optional[str] = None
+    answer: Optional[str] = None
+    em: Optional[float] = None
+    f1: Optional[float] = None
 
 
 @dataclass
@@ -87,13 +90,21 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
         "tokens_per_question": round(sum(r.tokens_in + r.tokens_out for r in head) / max(1, len(head)), 1),
         "errors": len(head) - len(ok),
     })
+    answered = [r for r in head if r.em is not None]
+    if answered:
+        out["em"] = _mean([r.em for r in answered])
+        out["f1"] = _mean([r.f1 for r in answered])
     return out
 
 
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
               ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
-              on_progress: Optional[Callable[[int, int, str], None]] = None) -> BenchResult:
-    """Methods run one after another, so latencies are not inflated by each other."""
+              on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False) -> BenchResult:
+    """Methods run one after another, so latencies are not inflated by each other.
+
+    With `answer`, the runs at the headline k end with the shared answer step (top-5
+    passages → answer) and each method gets EM and F1 against the gold answers and aliases.
+    """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
     instances = {m: make_method(m, ctx) for m in methods}
@@ -108,10 +119,15 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
         runs: dict[int, list[QuestionResult]] = {}
         for k in plan[label]:
             rows = []
+            with_answer = answer and k == (HEADLINE_K if HEADLINE_K in plan[label] else max(plan[label]))
             for q in questions:
-                run = method.run(q.text, k=k)
-                rows.append(QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
-                                           run.tokens_in, run.tokens_out, run.status, run.error))
+                run = method.run(q.text, k=k, answer=with_answer)
+                row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
+                                     run.tokens_in, run.tokens_out, run.status, run.error)
+                if with_answer and q.answers:
+                    row.answer = run.answer or ""
+                    row.em, row.f1 = exact_match(row.answer, q.answers), f1_score(row.answer, q.answers)
+                rows.append(row)
                 done += 1
                 bar.update(1)
                 bar.set_postfix_str(f"{label}@{k}")

@@ -89,6 +89,8 @@ class SyncGE(NaiveGE):
 class Gear(NaiveGE):
     name, title = "gear", "GEAR (multi-step agent)"
     uses_llm = True
+    # Every round retrieves a fixed 10 passages (C.2) whatever k is; k only cuts the final RRF.
+    k_dependent = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         if self.ctx.llm is None:

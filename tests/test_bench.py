@@ -36,3 +36,38 @@ def test_bench_runs_methods_and_writes_reports(ctx, small_store, tmp_path):
     assert {k for m, k in runs if m == "bm25"} == {15}
     assert (tmp_path / "b.csv").read_text().startswith("method,recall@2")
     assert "plotly" in (tmp_path / "b.html").read_text()[:5000].lower()
+
+
+def test_em_and_f1_normalise_and_count_aliases():
+    from retrieval.bench.metrics import exact_match, f1_score, normalize_answer
+    assert normalize_answer("  The Anglican  Communion. ") == "anglican communion"
+    assert exact_match("G. Stanley Hall", ["G. Stanley Hall", "Stanley Hall"]) == 1.0
+    assert exact_match("stanley hall", ["G. Stanley Hall", "Stanley Hall"]) == 1.0   # the alias counts
+    assert exact_match("Hall", ["G. Stanley Hall"]) == 0.0
+    assert math.isclose(f1_score("Hall", ["G. Stanley Hall"]), 2 * (1 * 1 / 3) / (1 + 1 / 3))
+    assert f1_score("Hall", ["G. Stanley Hall", "Hall"]) == 1.0                       # best alias wins
+    assert f1_score("", ["x"]) == 0.0 and math.isnan(exact_match("x", []))
+
+
+def test_bench_with_answer_reports_em_f1_from_a_scripted_llm(ctx, small_store):
+    import dataclasses
+
+    from llm_double import scripted_llm
+
+    qs = small_store.questions()[:2]
+    llm, backend = scripted_llm({"answer": [json.dumps({"answer": qs[0].answers[0]}),
+                                            json.dumps({"answer": "wrong"})]})
+    res = run_bench(dataclasses.replace(ctx, llm=llm), "small", qs, ["bm25"], progress=False, answer=True)
+    assert res.methods["bm25"]["em"] == 0.5 and backend.purposes() == ["answer", "answer"]
+    rows = [r for r in res.per_question if r.answer is not None]
+    assert [r.em for r in rows] == [1.0, 0.0]
+
+
+def test_cli_ask_names_the_llm_and_gear_falls_back_without_one(small_kb, capsys):
+    from retrieval.cli import main
+    assert main(["ask", "--kb", str(small_kb), "--llm", "none", "--method", "gear", "--k", "3",
+                 "Who published Journal of Mathematical Physics?"]) == 0
+    out = capsys.readouterr().out
+    assert "LLM: none" in out and "fallback" in out and "NaiveGE" in out
+    assert main(["ask", "--kb", str(small_kb), "--llm", "ftp://nowhere", "x"]) == 2
+    assert "unknown LLM spec" in capsys.readouterr().err

@@ -7,6 +7,7 @@ Spec strings (`--llm` / HOPTRACE_LLM):
   openai                     api.openai.com; key from HOPTRACE_LLM_API_KEY or OPENAI_API_KEY
   http(s)://host:port/v1     any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, HF router)
 For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
+HOPTRACE_LLM_CACHE=0 bypasses the response cache (to time real calls).
 """
 from __future__ import annotations
 
@@ -64,4 +65,6 @@ class LLMSettings:
             s = cls(backend="openai", model=model, base_url=url, api_key=key)
         else:
             raise LLMUnavailable(f"unknown LLM spec {spec!r}; use local, local:MODEL, none, openai or an http(s) URL")
+        if os.environ.get("HOPTRACE_LLM_CACHE", "1").lower() in ("0", "off", "false", "no"):
+            s = replace(s, cache=False)
         return replace(s, **overrides) if overrides else s

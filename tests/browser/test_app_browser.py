@@ -196,3 +196,44 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
     _run(page, {"bm25", "griever"})
     text = page.locator("#columns .ht-col[data-method='griever']").inner_text()
     assert "Zorvath Bridge" in text and "Mirela Quent" in text
+
+
+Q2 = "What is the name of the waterfall in the country where the Bubye River is found?"
+
+
+def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
+    """Two browsers ask different questions at the same moment; neither loses or mixes traces."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pages = []
+        for q in (Q, Q2):
+            pg = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            pg.goto(app_url, wait_until="domcontentloaded")
+            pg.wait_for_selector("#run", timeout=60_000)
+            _set_question(pg, q)
+            _set_methods(pg, {"griever", "naivege"})
+            pages.append(pg)
+        # the header names the LLM the LLM-using methods would call
+        assert "qwen2.5-coder-1.5b" in pages[0].locator("#backends").inner_text()
+        for pg in pages:  # click both before waiting for either
+            pg.click("#run")
+        for pg in pages:
+            for m in ("griever", "naivege"):
+                pg.wait_for_selector(f"#columns .ht-col[data-method='{m}'] table.ht-ranking", timeout=120_000)
+        sessions = [pg.locator("#session-link code").inner_text().strip() for pg in pages]
+        assert sessions[0] != sessions[1]
+        # GEAR's graph expansion (no LLM needed for NaiveGE) rendered its beam search
+        naive = pages[0].locator("#columns .ht-col[data-method='naivege']").inner_text()
+        assert "beam_search" in naive and "passage_map" in naive
+        assert "Journal of Psychotherapy Integration" in pages[0].locator("#columns").inner_text()
+        assert "Bubye" in pages[1].locator("#columns").inner_text() or "Victoria" in pages[1].locator("#columns").inner_text()
+        pages[1].screenshot(path=str(shots / "second-user.png"), full_page=True)
+        # each session reopens with its own question and both methods
+        for sid, q, pg in zip(sessions, (Q, Q2), pages):
+            pg.goto(f"{app_url}?session={sid}", wait_until="domcontentloaded")
+            pg.wait_for_selector("#columns .ht-col[data-method='naivege'] .ht-stage", timeout=60_000)
+            assert pg.locator("#question textarea").input_value() == q
+            assert pg.locator("#columns .ht-col[data-method='griever'] .ht-stage").count() > 5
+        browser.close()

@@ -25,7 +25,8 @@ def write_csv(res: BenchResult, path: Path) -> None:
 
 def table(res: BenchResult, columns: list[str] | None = None) -> str:
     ks = sorted({int(c.split("@")[1]) for r in res.methods.values() for c in r if c.startswith("recall@")})
-    cols = columns or ([f"recall@{k}" for k in ks] + ["anyhit@5", "allhit@5", "latency_ms_p50", "latency_ms_p95",
+    hits = [f"anyhit@{k}" for k in (2, 5) if k in ks]
+    cols = columns or ([f"recall@{k}" for k in ks] + hits + ["allhit@5", "latency_ms_p50", "latency_ms_p95",
                                                       "tokens_per_question"]
                        + (["em", "f1"] if any("em" in r for r in res.methods.values()) else []))
     rows = [["method"] + cols] + [[n] + ["" if r.get(c) is None else f"{r[c]}" for c in cols]

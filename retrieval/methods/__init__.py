@@ -8,9 +8,10 @@ from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
 from .gear import Gear, NaiveGE, SyncGE
 from .griever import Griever
+from .sag import Sag
 
 METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever,
-                                                  NaiveGE, SyncGE, Gear)}
+                                                  NaiveGE, SyncGE, Gear, Sag)}
 
 # Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -19,6 +20,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "griever_rrf_first": ("griever", {"first_retriever": "rrf_hybrid"}),
     # GEAR Table 4: beam search without the diversity weight.
     "syncge_no_diversity": ("syncge", {"diversity": False}),
+    # SAG Table 4 (no expansion) and Table 6 (lightweight reranker).
+    "sag_h0": ("sag", {"hops": 0}),
+    "sag_light": ("sag", {"reranker": "embedding"}),
 }
 
 

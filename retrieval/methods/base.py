@@ -27,7 +27,7 @@ class Context:
 
     # What the methods read on every query: loaded up front, the first question is not
     # charged for loading (bench, `ask` and the app all call warm()).
-    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples")
+    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples", "events")
 
     def warm(self) -> None:
         warm = getattr(self.store, "warm", None)

@@ -17,9 +17,12 @@ Indices and their keyword fields (what `Filter.any_of` may name):
 """
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Optional, Sequence
+from typing import Hashable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -91,7 +94,41 @@ def rrf(rankings: Sequence[Sequence[Hit]], k: int, k_rrf: int = 60) -> list[Hit]
     return [Hit(i, s) for i, s in best]
 
 
+@dataclass
+class Statement:
+    """One statement or request a store sent to its backend (SQL for SQLite, a query body for ES)."""
+    statement: str
+    params: str
+    rows: int
+    ms: float
+
+
+_recording = threading.local()
+
+
 class SearchStore(ABC):
+    # --- audit --------------------------------------------------------------------------
+    @contextmanager
+    def recording(self) -> Iterator[list[Statement]]:
+        """Collect every statement this thread sends to the backend inside the block (SAG §3.5's
+        auditable chain shows them in the trace)."""
+        log: list[Statement] = []
+        outer = getattr(_recording, "log", None)
+        _recording.log = log
+        try:
+            yield log
+        finally:
+            _recording.log = outer
+            if outer is not None:
+                outer.extend(log)
+
+    @staticmethod
+    def _record(statement: str, params: str, rows: int, t0: float) -> None:
+        log = getattr(_recording, "log", None)
+        if log is not None:
+            log.append(Statement(" ".join(statement.split()), params[:300], rows,
+                                 round((time.perf_counter() - t0) * 1000, 3)))
+
     # --- search ---------------------------------------------------------------------
     @abstractmethod
     def bm25(self, index: str, query: str, k: int, filter: Optional[Filter] = None) -> list[Hit]: ...
@@ -146,6 +183,10 @@ class SearchStore(ABC):
 
     @abstractmethod
     def entity_ids(self, names: Iterable[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    def entities_by_norm(self, norms: Iterable[str]) -> dict[str, list[int]]:
+        """Entity ids per normalised name (SAG §3.2: string normalisation instead of merging)."""
 
     @abstractmethod
     def predicate_ids(self, names: Iterable[str]) -> dict[str, int]: ...

@@ -1,0 +1,56 @@
+"""SAG: SQL-retrieval with query-time dynamic hyperedges (`sag`).
+
+  query_entities (U_q) → entity_expansion (Û_q) → seed_events (E_R, eq. 1–2) →
+  expansion (E_cand, eq. 3) → coarse_rank (Ê) → rerank (E*) → direct_chunks → merge (C_out, eq. 4)
+
+Each stage is one link of §3.5's auditable chain and lists the SQL it ran. Without an LLM,
+U_q comes from spaCy NER and the rerank is the lightweight (embedding) one; a `fallback`
+stage says so.
+"""
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ...trace import RankedPassage, Tracer
+from ..base import Method, final_stage, ranked_from_hits
+from .config import SagConfig
+from .stages import (stage_coarse_rank, stage_direct_chunks, stage_entity_expansion, stage_expansion,
+                     stage_merge, stage_query_entities, stage_rerank, stage_seed_events)
+
+RERANKERS = ("llm", "embedding")
+
+
+class Sag(Method):
+    name, title, Config = "sag", "SAG (SQL + query-time hyperedges)", SagConfig
+    uses_llm = True
+    # The output is K_out chunks whatever k is (§4.4); a larger k only deepens the direct path.
+    k_dependent = False
+
+    def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
+        cfg = self.config
+        if cfg.reranker not in RERANKERS:
+            raise ConfigError(f"sag reranker must be one of {RERANKERS}, got {cfg.reranker!r}")
+        reranker = cfg.reranker
+        if self.ctx.llm is None and reranker == "llm":
+            with tracer.stage("fallback", "No LLM: lightweight variant") as st:
+                st.status = "skipped"
+                st.message = ("no LLM is configured (--llm none): query entities come from spaCy NER and the "
+                              "rerank scores events by embedding similarity (the lightweight reranker of Table 6)")
+            reranker = "embedding"
+        qvec = self.ctx.embedder.encode_query(question).vector
+        u_q = stage_query_entities(self.ctx, tracer, question)
+        u_hat = stage_entity_expansion(self.ctx, tracer, u_q, cfg)
+        seeds, _ = stage_seed_events(self.ctx, tracer, question, qvec, u_hat, cfg)
+        hops = stage_expansion(self.ctx, tracer, qvec, seeds, list(u_hat), cfg)
+        candidates = seeds + [ev for h in hops for ev in h.new_events]
+        shortlist = stage_coarse_rank(self.ctx, tracer, qvec, candidates, cfg)
+        chosen = stage_rerank(self.ctx, tracer, question, shortlist, cfg, reranker)
+        k_out = max(cfg.k_out, k)
+        # K_direct chunks are the semantic path's share; it is read k_out deep so that after
+        # de-duplication against the event chunks C_out still holds k_out chunks.
+        direct = stage_direct_chunks(self.ctx, tracer, qvec, cfg.k_direct, k_out)
+        merged = stage_merge(self.ctx, tracer, chosen, direct, k_out)
+        return final_stage(tracer, ranked_from_hits(self.ctx, merged), question,
+                           "event-derived chunks (in rerank order), then direct chunks (eq. 4)")
+
+
+__all__ = ["Sag", "SagConfig"]

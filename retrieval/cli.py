@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
     be.add_argument("--ks", default=None, help="comma-separated cut-offs (default 2,5,10,15)")
     be.add_argument("--answer", action="store_true", help="add EM and F1 of the shared answer step (needs an LLM)")
+    be.add_argument("--difficulty-samples", type=int, default=0, metavar="N",
+                    help="estimate each question's r_i with N closed-book LLM samples and report C_w (GRASP eq. 3)")
     be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
@@ -199,7 +201,7 @@ def cmd_bench(args) -> int:
     if args.limit:
         questions = questions[: args.limit]
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
-                    answer=args.answer)
+                    answer=args.answer, difficulty_samples=args.difficulty_samples)
     print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s, "
           f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
     print(table(res))

@@ -159,6 +159,7 @@ class Tracer:
     def __init__(self, on_stage: Optional[Callable[[Stage], None]] = None):
         self.stages: list[Stage] = []
         self.on_stage = on_stage
+        self.answer: Optional[str] = None  # a method that generates its own answer (GRASP) puts it here
 
     @contextmanager
     def stage(self, name: str, title: str) -> Iterator[Stage]:

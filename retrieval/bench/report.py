@@ -28,7 +28,8 @@ def table(res: BenchResult, columns: list[str] | None = None) -> str:
     hits = [f"anyhit@{k}" for k in (2, 5) if k in ks]
     cols = columns or ([f"recall@{k}" for k in ks] + hits + ["allhit@5", "latency_ms_p50", "latency_ms_p95",
                                                       "tokens_per_question"]
-                       + (["em", "f1"] if any("em" in r for r in res.methods.values()) else []))
+                       + [c for c in ("em", "f1", "C_w", "plan_hop_accuracy")
+                          if any(c in r for r in res.methods.values())])
     rows = [["method"] + cols] + [[n] + ["" if r.get(c) is None else f"{r[c]}" for c in cols]
                                   for n, r in res.methods.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from ..errors import ConfigError
 from ..methods import Context, make_method
 from ..records import Question
+from .difficulty import estimate_r, success_economy, weight
 from .metrics import allhit_at, anyhit_at, exact_match, f1_score, percentile, recall_at
 
 KS = (2, 5, 10, 15)
@@ -41,6 +42,9 @@ class QuestionResult:
     answer: Optional[str] = None
     em: Optional[float] = None
     f1: Optional[float] = None
+    plan_hops: Optional[int] = None   # GRASP: sub-questions its planner wrote
+    gold_hops: Optional[int] = None
+    weight: Optional[float] = None    # GRASP eq. 3: surprisal of a correct answer
 
 
 @dataclass
@@ -94,16 +98,27 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
     if answered:
         out["em"] = _mean([r.em for r in answered])
         out["f1"] = _mean([r.f1 for r in answered])
+        weighted = [r for r in answered if r.weight is not None]
+        if weighted:
+            out["C_w"] = success_economy([r.tokens_in + r.tokens_out for r in weighted], [r.em for r in weighted],
+                                         [r.weight for r in weighted])
+    planned = [r for r in head if r.plan_hops is not None and r.gold_hops]
+    if planned:
+        out["plan_hop_accuracy"] = _mean([float(r.plan_hops == r.gold_hops) for r in planned])
     return out
 
 
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
               ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
-              on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False) -> BenchResult:
+              on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False,
+              difficulty_samples: int = 0) -> BenchResult:
     """Methods run one after another, so latencies are not inflated by each other.
 
     With `answer`, the runs at the headline k end with the shared answer step (top-5
     passages → answer) and each method gets EM and F1 against the gold answers and aliases.
+    A method that answers by itself (GRASP) is scored on its own answer. With
+    `difficulty_samples` = n > 0, each question's r_i is estimated with n closed-book samples of
+    the LLM and C_w (GRASP eq. 3) is reported.
     """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
@@ -112,6 +127,12 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
             for m, inst in instances.items()}
     ctx.warm()  # the first question is not charged for loading
     res = BenchResult(kb_label, len(questions), protocol, started_at=time.time())
+    weights: dict[str, float] = {}
+    if difficulty_samples > 0:
+        if ctx.llm is None:
+            raise ConfigError("--difficulty-samples needs an LLM (--llm)")
+        for q in tqdm(questions, desc="difficulty r_i", disable=not progress):
+            weights[q.id] = weight(estimate_r(ctx.llm, q, difficulty_samples), difficulty_samples)
     total = len(questions) * sum(len(v) for v in plan.values())
     done = 0
     bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
@@ -124,9 +145,14 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
                 run = method.run(q.text, k=k, answer=with_answer)
                 row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
                                      run.tokens_in, run.tokens_out, run.status, run.error)
-                if with_answer and q.answers:
+                if (with_answer or run.answer is not None) and q.answers:
                     row.answer = run.answer or ""
                     row.em, row.f1 = exact_match(row.answer, q.answers), f1_score(row.answer, q.answers)
+                    row.weight = weights.get(q.id)
+                planner = next((st for st in run.stages if st.name == "plan" and st.status == "ok"), None)
+                if planner is not None:
+                    row.plan_hops = len(planner.payload.get("sub_questions", []))
+                    row.gold_hops = len(q.decomposition) if q.decomposition else q.hops
                 rows.append(row)
                 done += 1
                 bar.update(1)

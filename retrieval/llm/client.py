@@ -71,9 +71,10 @@ class LLM:
 
     # --- one request, cached ------------------------------------------------------------------
     def _complete(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
-                  max_tokens: int) -> str:
-        params = {"max_tokens": max_tokens, "temperature": self.settings.temperature, "seed": self.settings.seed,
-                  "schema": schema}
+                  max_tokens: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> str:
+        temperature = self.settings.temperature if temperature is None else temperature
+        seed = self.settings.seed if seed is None else seed
+        params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
         key = cache_key(self.model, messages, params)
         cached = self.cache.get(key) if self.cache is not None else None
         t0 = time.perf_counter()
@@ -81,8 +82,7 @@ class LLM:
             error = None
             try:
                 with self._slots:
-                    raw = self.backend.complete(messages, max_tokens=max_tokens,
-                                                temperature=self.settings.temperature, seed=self.settings.seed,
+                    raw = self.backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                                 schema=schema, name=purpose)
             except Exception as e:
                 error = str(e)
@@ -107,13 +107,14 @@ class LLM:
 
     # --- what methods call ----------------------------------------------------------------------
     def json(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: dict,
-             validate: Optional[Callable[[Any], Any]] = None, max_tokens: int = 512) -> Any:
+             validate: Optional[Callable[[Any], Any]] = None, max_tokens: int = 512,
+             temperature: Optional[float] = None, seed: Optional[int] = None) -> Any:
         """Ask for JSON matching `schema`; `validate` may clean the value or raise ValueError.
 
         On unparsable or invalid output, one repair request shows the model its answer and
         the problem; a second failure raises LLMOutputError naming both problems.
         """
-        text = self._complete(stage, purpose, messages, schema, max_tokens)
+        text = self._complete(stage, purpose, messages, schema, max_tokens, temperature, seed)
         try:
             return _checked(text, validate)
         except ValueError as first:
@@ -121,7 +122,7 @@ class LLM:
                 {"role": "assistant", "content": text},
                 {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a JSON "
                                             f"value matching this schema, nothing else:\n{json.dumps(schema)}"}]
-            text2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens)
+            text2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
             try:
                 return _checked(text2, validate)
             except ValueError as second:

@@ -33,7 +33,9 @@ class LLMSettings:
     temperature: float = 0.0               # GEAR §6.2 and GRASP run at temperature 0
     seed: int = 0
     cache: bool = True                     # SQLite response cache in $HOPTRACE_HOME/llm_cache.sqlite
-    n_ctx: int = 8192                      # local context window (a read of 10 passages ≈ 2.5k tokens)
+    # Local context window: SAG's rerank lists 100 candidate events (~7k tokens), GEAR's read
+    # of 15 passages ~2.5k. The KV cache at 16k costs ~0.5 GB for the 1.5B model.
+    n_ctx: int = 16384
 
     @property
     def max_concurrency(self) -> int:

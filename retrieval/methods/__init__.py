@@ -7,11 +7,12 @@ from ..errors import ConfigError
 from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
 from .gear import Gear, NaiveGE, SyncGE
+from .grasp import Grasp
 from .griever import Griever
 from .sag import Sag
 
 METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever,
-                                                  NaiveGE, SyncGE, Gear, Sag)}
+                                                  NaiveGE, SyncGE, Gear, Sag, Grasp)}
 
 # Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -23,6 +24,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # SAG Table 4 (no expansion) and Table 6 (lightweight reranker).
     "sag_h0": ("sag", {"hops": 0}),
     "sag_light": ("sag", {"reranker": "embedding"}),
+    # GRASP A.1.7: no entity selection; uniform weighting instead of RankVote.
+    "grasp_no_selection": ("grasp", {"entity_selection": False}),
+    "grasp_uniform": ("grasp", {"vote": "uniform"}),
 }
 
 

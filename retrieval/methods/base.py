@@ -27,7 +27,7 @@ class Context:
 
     # What the methods read on every query: loaded up front, the first question is not
     # charged for loading (bench, `ask` and the app all call warm()).
-    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples", "events")
+    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples", "events", "propositions")
 
     def warm(self) -> None:
         warm = getattr(self.store, "warm", None)
@@ -72,7 +72,8 @@ class Method(ABC):
             result.ranked = self.retrieve(q, k, tracer)[:k]
         except StageFailed as e:
             result.status, result.error = "error", str(e)
-        if answer and result.status == "ok":
+        result.answer = tracer.answer
+        if answer and result.status == "ok" and result.answer is None:
             from .answer import stage_answer
             try:
                 result.answer = stage_answer(self.ctx, tracer, q, result.ranked)

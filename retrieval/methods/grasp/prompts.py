@@ -1,0 +1,143 @@
+"""GRASP's LLM steps (our wording, following §3.2–3.3 and the roles of A.2's prompts):
+planner, query rewriting, entity selection, evidence evaluation, answer synthesis."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+_SYSTEM = "You are a careful research agent. You answer only with JSON."
+
+PLAN_SCHEMA = {"type": "object", "properties": {
+    "plan": {"type": "string"},
+    "sub_questions": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5}},
+    "required": ["plan", "sub_questions"]}
+REWRITE_SCHEMA = {"type": "object", "properties": {
+    "statement": {"type": "string"}, "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 8}},
+    "required": ["statement", "keywords"]}
+SELECT_SCHEMA = {"type": "object", "properties": {
+    "selected": {"type": "array", "items": {"type": "integer"}, "maxItems": 5}}, "required": ["selected"]}
+EVALUATE_SCHEMA = {"type": "object", "properties": {
+    "observations": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+    "action": {"type": "string", "enum": ["DONE", "QUERY_AGAIN"]},
+    "answer": {"type": "string"}, "next_statement": {"type": "string"}},
+    "required": ["observations", "action", "answer", "next_statement"]}
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def plan_messages(question: str) -> list[dict]:
+    user = (
+        "Break the question into the single-fact questions that answer it, in the order they must be asked. "
+        "Refer to the answer of an earlier sub-question as #1, #2, … First write a one-line plan.\n\n"
+        "Example (a chain)\nQuestion: What currency is used in the country where the inventor of the Varga "
+        "loom was born?\n"
+        '{"plan": "find the inventor, then the birth country, then its currency", "sub_questions": '
+        '["Who invented the Varga loom?", "In which country was #1 born?", "What currency is used in #2?"]}\n\n'
+        "Example (two branches)\nQuestion: Were the director of Blue Orchard and the author of Salt Roads born "
+        "in the same city?\n"
+        '{"plan": "find each person and their birthplace, then compare", "sub_questions": ["Who directed Blue '
+        'Orchard?", "Where was #1 born?", "Who wrote Salt Roads?", "Where was #3 born?"]}\n\n'
+        "Example (a comparison)\nQuestion: Which opened first, Harlow Bridge or Kessing Tunnel?\n"
+        '{"plan": "find both opening dates and compare", "sub_questions": ["When did Harlow Bridge open?", '
+        '"When did Kessing Tunnel open?"]}\n\n'
+        f"Question: {question}\n"
+        'Answer as {"plan": "...", "sub_questions": ["...", ...]}.')
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def _history(history: Sequence[tuple[str, str]]) -> str:
+    return "\n".join(f"- {q} → {a}" for q, a in history) or "(none yet)"
+
+
+def rewrite_messages(question: str, sub_question: str, history: Sequence[tuple[str, str]]) -> list[dict]:
+    user = (
+        "Turn the sub-question (not the main question) into a declarative search statement — a sentence shaped "
+        "like the fact that would answer it, with the answer left open — and a few keywords for exact matching "
+        "(names, titles, dates) taken from the sub-question.\n\n"
+        "Example\nSub-question: In which country was Ada Mireles born?\n"
+        '{"statement": "Ada Mireles was born in the country of", "keywords": ["Ada Mireles", "born"]}\n\n'
+        f"Main question: {question}\nAnswers so far:\n{_history(history)}\nSub-question: {sub_question}\n"
+        'Answer as {"statement": "...", "keywords": ["...", ...]}.')
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def select_messages(sub_question: str, candidates: Sequence[tuple[str, Sequence[str]]],
+                    observations: Sequence[str]) -> list[dict]:
+    lines = "\n".join(f"[{i + 1}] {name} — e.g. {' | '.join(props[:2])}" for i, (name, props) in enumerate(candidates))
+    user = (
+        "Choose the entities whose facts should be read to answer the sub-question. Pick only those that are "
+        "likely to hold the answer or lead to it.\n\n"
+        f"Sub-question: {sub_question}\nWhat you have observed so far: {'; '.join(observations) or '(nothing)'}\n"
+        f"Candidate entities:\n{lines}\n"
+        'Answer as {"selected": [entity numbers]}.')
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def evaluate_messages(question: str, sub_question: str, history: Sequence[tuple[str, str]],
+                      observations: Sequence[str], evidence: Sequence[tuple[str, str]], can_retry: bool) -> list[dict]:
+    docs = "\n\n".join(f"Title: {t}\n{x}" for t, x in evidence) or "(no new passage)"
+    retry = ('If they are not, answer with "action": "QUERY_AGAIN" and a new search statement in "next_statement".'
+             if can_retry else 'This is the last search: answer with "action": "DONE" and your best answer.')
+    user = (
+        "Decide whether the evidence answers the sub-question. Use only the passages and observations below, not "
+        "what you know yourself. Write down short observations about the entities that matter.\n"
+        f"{retry}\n\n"
+        f"Main question: {question}\nAnswers so far:\n{_history(history)}\nSub-question: {sub_question}\n"
+        f"Observations so far: {'; '.join(observations) or '(none)'}\n\nNew passages:\n{docs}\n\n"
+        'Answer as {"observations": ["..."], "action": "DONE" or "QUERY_AGAIN", "answer": "<short answer or empty>", '
+        '"next_statement": "<new search statement or empty>"}.')
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def synthesis_messages(question: str, history: Sequence[tuple[str, str]]) -> list[dict]:
+    user = (
+        "Follow the chain of sub-questions and answers step by step and give the final answer to the main "
+        "question: a short phrase of at most 6 words, no explanation.\n\n"
+        f"Main question: {question}\nChain:\n{_history(history)}\n"
+        'Answer as {"answer": "..."}.')
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+# --- validators ----------------------------------------------------------------------------------
+def parse_rewrite(value: Any) -> dict:
+    if not isinstance(value, dict) or not str(value.get("statement") or "").strip():
+        raise ValueError('expected {"statement": "<non-empty>", "keywords": [...]}')
+    kws = value.get("keywords") or []
+    kws = [str(k).strip() for k in (kws if isinstance(kws, list) else [kws]) if str(k).strip()]
+    return {"statement": str(value["statement"]).strip(), "keywords": kws}
+
+
+def parse_selection(n: int):
+    def parse(value: Any) -> list[int]:
+        items = value.get("selected") if isinstance(value, dict) else value
+        if not isinstance(items, list):
+            raise ValueError('expected {"selected": [entity numbers]}')
+        out = []
+        for x in items:
+            try:
+                i = int(x)
+            except (TypeError, ValueError):
+                continue
+            if 1 <= i <= n and i not in out:
+                out.append(i)
+        if items and not out:
+            raise ValueError(f"no selected number is between 1 and {n}")
+        return out
+    return parse
+
+
+def parse_evaluation(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError('expected {"observations", "action", "answer", "next_statement"}')
+    action = str(value.get("action") or "").strip().upper().replace(" ", "_")
+    if action not in ("DONE", "QUERY_AGAIN"):
+        raise ValueError(f'action must be "DONE" or "QUERY_AGAIN", got {value.get("action")!r}')
+    obs = value.get("observations") or []
+    obs = [str(o).strip() for o in (obs if isinstance(obs, list) else [obs]) if str(o).strip()]
+    return {"observations": obs, "action": action, "answer": str(value.get("answer") or "").strip(),
+            "next_statement": str(value.get("next_statement") or "").strip()}
+
+
+def parse_answer(value: Any) -> str:
+    a = value.get("answer") if isinstance(value, dict) else value
+    if not isinstance(a, (str, int, float)) or not str(a).strip():
+        raise ValueError('expected {"answer": "<short answer>"}')
+    return str(a).strip()

@@ -1,0 +1,22 @@
+"""GRASP with the real embedded model on one question (planner, sub-agents, synthesis)."""
+import dataclasses
+
+import pytest
+
+from retrieval.llm import LLMSettings, get_llm
+from retrieval.methods import make_method
+
+pytestmark = pytest.mark.slow
+
+
+def test_grasp_with_the_embedded_model(ctx):
+    llm = get_llm(LLMSettings.parse("local")).start()
+    q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
+    run = make_method("grasp", dataclasses.replace(ctx, llm=llm), max_iterations=1, max_sub_questions=2).run(q, k=5)
+    assert run.status == "ok", run.error
+    plan = next(s for s in run.stages if s.name == "plan").payload
+    assert 1 <= len(plan["sub_questions"]) <= 2
+    assert any(s.name == "synthesis" for s in run.stages) and run.answer
+    calls = [c for s in run.stages for c in s.llm_calls]
+    assert calls and all(c.model == "qwen2.5-coder-1.5b" and c.tokens_in > 0 for c in calls)
+    assert run.ranked

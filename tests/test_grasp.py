@@ -49,8 +49,11 @@ def test_placeholders_resolve_from_earlier_answers():
     parse = parse_plan(5)
     assert parse({"plan": "p", "sub_questions": ["Who?", "Where was #1 born?"]})["sub_questions"][1] == \
         "Where was #1 born?"
-    for bad in ({"plan": "p", "sub_questions": ["Where was #1 born?"]},          # refers to itself
-                {"plan": "p", "sub_questions": []}, {"sub_questions": "x"}, []):
+    # a reference to itself or a later sub-question is kept, with a warning
+    assert parse({"plan": "p", "sub_questions": ["Where was #1 born?"]})["warnings"] == [
+        "sub-question 1 refers to #1, which is not an earlier sub-question"]
+    for bad in ({"plan": "p", "sub_questions": []}, {"sub_questions": "x"}, [],
+                {"plan": "p", "sub_questions": ["...", "..."]}):                      # an echoed format
         with pytest.raises(ValueError):
             parse(bad)
 

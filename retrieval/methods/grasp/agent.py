@@ -35,6 +35,8 @@ def stage_plan(ctx: Context, tracer: Tracer, question: str, cfg: GraspConfig) ->
                             max_tokens=300)
         st.payload = {"plan": plan["plan"], "sub_questions": plan["sub_questions"],
                       "depends_on": {i + 1: placeholders(q) for i, q in enumerate(plan["sub_questions"])}}
+        if plan["warnings"]:
+            st.payload["warnings"] = plan["warnings"]
         g = st.graph()
         root = g.node("q", "question", question)
         for i, sq in enumerate(plan["sub_questions"], start=1):

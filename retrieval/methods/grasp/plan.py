@@ -27,9 +27,14 @@ def parse_plan(max_sub_questions: int):
         if not isinstance(subs, list) or not subs:
             raise ValueError("sub_questions must be a non-empty list of questions")
         subs = [str(s).strip() for s in subs if str(s).strip()][:max_sub_questions]
+        warnings = []
         for i, s in enumerate(subs, start=1):
+            if not re.search(r"[^\W\d_]{2,}", s):
+                # small models sometimes echo the format ("...") instead of writing questions
+                raise ValueError(f"sub-question {i} ({s!r}) is not a question about the input")
             bad = [n for n in placeholders(s) if n >= i]
             if bad:
-                raise ValueError(f"sub-question {i} refers to #{bad[0]}, which is not an earlier sub-question")
-        return {"plan": str(value.get("plan") or "").strip(), "sub_questions": subs}
+                # Kept, not rejected: the sub-agent still searches; the unresolved #N stays visible.
+                warnings.append(f"sub-question {i} refers to #{bad[0]}, which is not an earlier sub-question")
+        return {"plan": str(value.get("plan") or "").strip(), "sub_questions": subs, "warnings": warnings}
     return parse

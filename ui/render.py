@@ -154,7 +154,9 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
         if e.source in ids and e.target in ids:
             net.add_edge(e.source, e.target, label=e.label or e.type, title=e.type)
     net.set_options('{"physics": {"stabilization": {"iterations": 150}}, "edges": {"font": {"size": 10}, '
-                    '"arrows": {"to": {"enabled": true, "scaleFactor": 0.5}}}, "nodes": {"font": {"size": 12}}}')
+                    '"arrows": {"to": {"enabled": true, "scaleFactor": 0.5}}}, '
+                    # vis hides labels smaller than 5 px on screen; a 40-node stage fits only zoomed out
+                    '"nodes": {"font": {"size": 14}, "scaling": {"label": {"drawThreshold": 1}}}}')
     doc = net.generate_html()
     return (f"<iframe sandbox='allow-scripts' style='width:100%;height:{height}px;border:1px solid #e4e4e7' "
             f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")

@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -123,10 +123,11 @@ class SearchStore(ABC):
                 outer.extend(log)
 
     @staticmethod
-    def _record(statement: str, params: str, rows: int, t0: float) -> None:
+    def _record(statement: str, params: Callable[[], str], rows: int, t0: float) -> None:
+        """`params` is rendered only while a recording is open: queries outside one pay nothing."""
         log = getattr(_recording, "log", None)
         if log is not None:
-            log.append(Statement(" ".join(statement.split()), params[:300], rows,
+            log.append(Statement(" ".join(statement.split()), params()[:300], rows,
                                  round((time.perf_counter() - t0) * 1000, 3)))
 
     # --- search ---------------------------------------------------------------------

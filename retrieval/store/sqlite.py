@@ -210,7 +210,7 @@ class SQLiteStore(SearchStore):
         t0 = time.perf_counter()
         hits = self._knn(index, vector, k, filter)
         self._record(f"kNN over the {index} vectors (in memory, cosine)",
-                     json.dumps({"k": k, "filter": filter.describe() if filter else None}), len(hits), t0)
+                     lambda: json.dumps({"k": k, "filter": filter.describe() if filter else None}), len(hits), t0)
         return hits
 
     def _knn(self, index: str, vector: np.ndarray, k: int, filter: Optional[Filter] = None) -> list[Hit]:
@@ -248,7 +248,7 @@ class SQLiteStore(SearchStore):
         """Every parameterised statement goes through here, so `recording()` sees it."""
         t0 = time.perf_counter()
         rows = self.con.execute(sql, params).fetchall()
-        self._record(sql, json.dumps(params, default=str), len(rows), t0)
+        self._record(sql, lambda: json.dumps(params, default=str), len(rows), t0)
         return rows
 
     def _rows(self, sql: str, ids: Iterable) -> list[tuple]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+from ..errors import HopTraceError
 from ..methods.answer import ANSWER_SCHEMA, parse_answer
 from ..records import Question
 from .metrics import exact_match
@@ -27,7 +28,7 @@ def estimate_r(llm, question: Question, n: int) -> float:
         try:
             ans = llm.json(None, "difficulty", closed_book_messages(question.text), ANSWER_SCHEMA, parse_answer,
                            max_tokens=30, temperature=1.0, seed=seed)
-        except Exception:  # a failed sample counts as a wrong answer; difficulty is an estimate
+        except HopTraceError:  # a failed call or unusable answer counts as wrong; difficulty is an estimate
             ans = ""
         hits += int(exact_match(ans, question.answers) == 1.0)
     return hits / n

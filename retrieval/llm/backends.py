@@ -28,6 +28,10 @@ class RawReply:
     tokens_out: Optional[int]
 
 
+# What to fall back to when an endpoint rejects a response_format (modes not listed have none).
+_WEAKER_FORMAT = {"json_schema": "json_object", "json_object": "none"}
+
+
 class OpenAICompatible:
     def __init__(self, settings: LLMSettings, base_url: Optional[str] = None, label: Optional[str] = None):
         import openai
@@ -66,8 +70,9 @@ class OpenAICompatible:
             except openai.BadRequestError as e:
                 # Some endpoints know only json_object, some no response_format at all.
                 msg = str(e).lower()
-                if fmt and ("response_format" in msg or "json_schema" in msg):
-                    self._format_mode = {"json_schema": "json_object", "json_object": "none"}[self._format_mode]
+                weaker = _WEAKER_FORMAT.get(self._format_mode)
+                if fmt and weaker and ("response_format" in msg or "json_schema" in msg):
+                    self._format_mode = weaker
                     continue
                 raise LLMCallError(f"{self.label}: request rejected: {e}") from e
             except openai.APITimeoutError as e:

@@ -79,14 +79,12 @@ class LLM:
         cached = self.cache.get(key) if self.cache is not None else None
         t0 = time.perf_counter()
         if cached is None:
-            error = None
             try:
                 with self._slots:
                     raw = self.backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                                 schema=schema, name=purpose)
             except Exception as e:
-                error = str(e)
-                self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, error)
+                self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, str(e))
                 raise
             latency = (time.perf_counter() - t0) * 1000
             t_in = raw.tokens_in if raw.tokens_in is not None else self.backend.count_tokens(render_prompt(messages))

@@ -174,11 +174,9 @@ def cmd_ask(args) -> int:
 
 def cmd_bench(args) -> int:
     from .bench.report import table, write_csv, write_html, write_json
-    from .bench.runner import run_bench
+    from .bench.runner import KS, run_bench
     from .corpus import load_questions
     from .methods import method_names
-
-    from .bench.runner import KS
 
     ctx = _context(args.kb, args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -9,6 +9,8 @@ With no LLM configured, syncge and gear say so in a `fallback` stage and run Nai
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from ...store.base import Hit
 from ...trace import RankedPassage, Tracer
 from ..base import Context, Method, final_stage, ranked_from_hits
@@ -20,10 +22,10 @@ from .retrieve import stage_base, stage_passage_link
 from .sync import stage_gist_memory, stage_read, stage_triple_link
 
 
-def expansion(ctx: Context, tracer: Tracer, query: str, base: list[Hit], seeds, cfg: GearConfig, k: int,
+def expansion(ctx: Context, tracer: Tracer, query: str, query_vec, base: list[Hit], seeds, cfg: GearConfig, k: int,
               suffix: str = "") -> list[Hit]:
     """Graph expansion from seed triples, then C_q = RRF(C̃_q, C'_q) (§4.2, eq. 3)."""
-    graph, beams = stage_beam_search(ctx, tracer, query, seeds, cfg, name=f"beam_search{suffix}")
+    graph, beams = stage_beam_search(ctx, tracer, query, query_vec, seeds, cfg, name=f"beam_search{suffix}")
     expanded = stage_beams_to_passages(ctx, tracer, graph, beams, name=f"passage_map{suffix}")
     return stage_rrf(ctx, tracer, [expanded, base], ["beam passages C̃_q", "base C'_q"], k, cfg.k_rrf,
                      f"rrf{suffix}", "RRF(beam passages, base passages)", "3")
@@ -61,41 +63,48 @@ class NaiveGE(Method):
 
     def naive(self, question: str, k: int, tracer: Tracer) -> list[Hit]:
         cfg = self.config
-        base = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
+        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
         with tracer.stage("seeds", "Seeds: all triples of the base passages (NaiveGE)") as st:
             seeds = self.ctx.store.triples_of_passages([h.id for h in base])
             st.payload = {"seeds": [t.text for t in seeds[:100]], "n": len(seeds)}
             if not seeds:
                 st.empty("the base passages have no extracted triple")
-        return expansion(self.ctx, tracer, question, base, seeds, cfg, k)
+        return expansion(self.ctx, tracer, question, qvec, base, seeds, cfg, k)
 
 
-class SyncGE(NaiveGE):
-    name, title = "syncge", "SyncGE (GEAR single-step)"
+class _ReadingGE(NaiveGE):
+    """GEAR's LLM-reading methods: without an LLM they say so and run NaiveGE (§6.2)."""
     uses_llm = True
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         if self.ctx.llm is None:
             stage_fallback(tracer, self.name)
             return super().retrieve(question, k, tracer)
+        return self.read_and_expand(question, k, tracer)
+
+    @abstractmethod
+    def read_and_expand(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
+        """The method proper, with an LLM to read passages."""
+
+
+class SyncGE(_ReadingGE):
+    name, title = "syncge", "SyncGE (GEAR single-step)"
+
+    def read_and_expand(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg = self.config
-        base = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
+        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
         proximal = stage_read(self.ctx, tracer, question, base, [], cfg.read_max_words)
         seeds = stage_triple_link(self.ctx, tracer, proximal)
-        fused = expansion(self.ctx, tracer, question, base, seeds, cfg, k)
+        fused = expansion(self.ctx, tracer, question, qvec, base, seeds, cfg, k)
         return final_stage(tracer, ranked_from_hits(self.ctx, fused), question, "RRF(beam passages, base passages)")
 
 
-class Gear(NaiveGE):
+class Gear(_ReadingGE):
     name, title = "gear", "GEAR (multi-step agent)"
-    uses_llm = True
     # Every round retrieves a fixed 10 passages (C.2) whatever k is; k only cuts the final RRF.
     k_dependent = False
 
-    def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
-        if self.ctx.llm is None:
-            stage_fallback(tracer, self.name)
-            return super().retrieve(question, k, tracer)
+    def read_and_expand(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg = self.config
         rounds = max_rounds(self.ctx, cfg)
         memory: list[TRIPLE] = []
@@ -103,11 +112,11 @@ class Gear(NaiveGE):
         query = question
         asked = {question.strip().lower()}
         for n in range(1, rounds + 1):
-            base = stage_base(self.ctx, tracer, query, cfg.agent_base_k, cfg.base_retriever, cfg.base_over_triples,
-                              name=f"base_{n}", title=f"Round {n} base retrieval")
+            base, qvec = stage_base(self.ctx, tracer, query, cfg.agent_base_k, cfg.base_retriever,
+                                    cfg.base_over_triples, name=f"base_{n}", title=f"Round {n} base retrieval")
             proximal = stage_read(self.ctx, tracer, question, base, memory, cfg.read_max_words, name=f"read_{n}")
             seeds = stage_triple_link(self.ctx, tracer, proximal, name=f"triple_link_{n}")
-            expanded = expansion(self.ctx, tracer, query, base, seeds, cfg, cfg.agent_base_k, f"_{n}")
+            expanded = expansion(self.ctx, tracer, query, qvec, base, seeds, cfg, cfg.agent_base_k, f"_{n}")
             per_round.append(expanded)
             # Eq. 4 reads the graph-expanded list C_q(n). Its base part was just read (eq. 1 and
             # eq. 4 coincide there, §5.1), so only the passages the expansion added are read again,

@@ -61,12 +61,12 @@ def _beam_rows(graph: TripleGraph, beams: list[Beam]) -> list[dict]:
              "diversity_weight": round(b.weight, 4)} for b in beams]
 
 
-def stage_beam_search(ctx: Context, tracer: Tracer, query: str, seeds: list[Triple], cfg: GearConfig,
-                      name: str = "beam_search") -> tuple[TripleGraph, list[Beam]]:
+def stage_beam_search(ctx: Context, tracer: Tracer, query: str, query_vec: np.ndarray, seeds: list[Triple],
+                      cfg: GearConfig, name: str = "beam_search") -> tuple[TripleGraph, list[Beam]]:
     """Diverse Triple Beam Search (§4.2, Algorithm 1): length l, width b, γ = 2b (C.2)."""
     gamma = cfg.gamma or 2 * cfg.beam_width
     with tracer.stage(name, f"Diverse triple beam search from {len(seeds)} seed triples") as st:
-        graph = TripleGraph(ctx, ctx.embedder.encode_query(query).vector, cfg)
+        graph = TripleGraph(ctx, query_vec, cfg)
         graph.add(seeds)
         steps = diverse_triple_beam_search([t.id for t in seeds], graph.neighbours, graph.score,
                                            cfg.beam_width, cfg.beam_length, gamma, cfg.diversity)

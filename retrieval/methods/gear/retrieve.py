@@ -50,10 +50,11 @@ def h_base(ctx: Context, query: str, vector: Optional[np.ndarray], k: int, kind:
 
 
 def stage_base(ctx: Context, tracer: Tracer, query: str, k: int, kind: str, over_triples: bool,
-               name: str = "base", title: str = "Base retrieval") -> list[Hit]:
-    """Base retrieval C'_q = h_base^k(q, C) (§4; eq. 10 when fused with the triple index)."""
+               name: str = "base", title: str = "Base retrieval") -> tuple[list[Hit], np.ndarray]:
+    """Base retrieval C'_q = h_base^k(q, C) (§4; eq. 10 when fused with the triple index).
+    Returns the query vector too: the beam search scores against it, so it is encoded once."""
     with tracer.stage(name, f"{title}: {kind}{' over passages ∪ triples' if over_triples else ''}, top {k}") as st:
-        vector = ctx.embedder.encode_query(query).vector if kind != "bm25" else None
+        vector = ctx.embedder.encode_query(query).vector
         hits, detail = h_base(ctx, query, vector, k, kind, over_triples)
         st.payload = {"query": query, "retriever": kind, "k": k, "eq": "10" if over_triples else None,
                       "ranked": hits_payload(ctx, hits), **({"inputs": detail} if over_triples else {})}
@@ -64,7 +65,7 @@ def stage_base(ctx: Context, tracer: Tracer, query: str, k: int, kind: str, over
                    "retrieved", f"#{i + 1}", h.score)
         if not hits:
             st.empty("the base retriever found no passage for this query")
-    return hits
+    return hits, vector
 
 
 def stage_passage_link(ctx: Context, tracer: Tracer, memory: list[tuple[str, str, str]], k: int, kind: str,

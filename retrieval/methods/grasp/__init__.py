@@ -44,9 +44,9 @@ class Grasp(Method):
             rw = stage_rewrite(ctx, tracer, question, sub_q, history, i)
             statement, keywords, answer = rw["statement"], rw["keywords"], ""
             for it in range(1, cfg.max_iterations + 1):
-                vec, cands = stage_search(ctx, tracer, statement, keywords, state, cfg, i, it)
-                chosen = stage_select(ctx, tracer, rw["resolved"], cands, state, cfg, i, it)
-                new = stage_vote(ctx, tracer, vec, chosen, state, cfg, i, it)
+                vec, cands, props_of = stage_search(ctx, tracer, statement, keywords, state, cfg, i, it)
+                chosen = stage_select(ctx, tracer, rw["resolved"], cands, props_of, state, cfg, i, it)
+                new = stage_vote(ctx, tracer, vec, chosen, props_of, state, cfg, i, it)
                 verdict = stage_evaluate(ctx, tracer, question, rw["resolved"], history, state, new, cfg, i, it)
                 answer = verdict["answer"] or answer
                 if verdict["action"] == "DONE" or not verdict["next_statement"]:

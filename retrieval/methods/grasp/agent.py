@@ -61,8 +61,9 @@ def stage_rewrite(ctx: Context, tracer: Tracer, question: str, sub_q: str, histo
 
 
 def stage_search(ctx: Context, tracer: Tracer, statement: str, keywords: list[str], state: SubAgentState,
-                 cfg: GraspConfig, i: int, it: int) -> tuple[np.ndarray, list[tuple[int, float]]]:
-    """Step ❶: hybrid search over propositions (eq. 1), top m, aggregated to entities (eq. 2), top k."""
+                 cfg: GraspConfig, i: int, it: int) -> tuple[np.ndarray, list[tuple[int, float]], dict[int, list[int]]]:
+    """Step ❶: hybrid search over propositions (eq. 1), top m, aggregated to entities (eq. 2), top k.
+    Also returns each candidate's propositions (read for its degree), which steps ❷ and ❸ use."""
     with tracer.stage(f"sub{i}_search_{it}", f"Sub-agent {i}, round {it}: propositions → candidate entities") as st:
         vec = ctx.embedder.encode_query(statement).vector
         flt = Filter.make(ids_not_in=state.visited_propositions) if state.visited_propositions else None
@@ -75,7 +76,8 @@ def stage_search(ctx: Context, tracer: Tracer, statement: str, keywords: list[st
         top = dict(scored[: cfg.m])
         links = ctx.store.entities_of_propositions(list(top))
         ents = {e for es in links.values() for e in es} - state.visited_entities
-        degree = {e: len(ps) for e, ps in ctx.store.propositions_of_entities(ents).items()}
+        props_of = ctx.store.propositions_of_entities(ents)
+        degree = {e: len(ps) for e, ps in props_of.items()}
         links = {p: [e for e in es if e in ents] for p, es in links.items()}
         scores = entity_scores(top, links, degree)
         cands = sorted(scores.items(), key=lambda kv: -kv[1])[: cfg.k_entities]
@@ -95,11 +97,11 @@ def stage_search(ctx: Context, tracer: Tracer, statement: str, keywords: list[st
                     g.edge(g.node(f"p:{p}", "proposition", texts[p][:80], round(top[p], 4)), en, "mentions")
         if not cands:
             st.empty("no unvisited entity is linked to the top propositions")
-    return vec, cands
+    return vec, cands, {e: props_of.get(e, []) for e, _ in cands}
 
 
-def stage_select(ctx: Context, tracer: Tracer, sub_q: str, cands: list[tuple[int, float]], state: SubAgentState,
-                 cfg: GraspConfig, i: int, it: int) -> list[int]:
+def stage_select(ctx: Context, tracer: Tracer, sub_q: str, cands: list[tuple[int, float]],
+                 props_of: dict[int, list[int]], state: SubAgentState, cfg: GraspConfig, i: int, it: int) -> list[int]:
     """Step ❷: the sub-agent chooses which candidate entities to traverse (§3.3)."""
     with tracer.stage(f"sub{i}_select_{it}", f"Sub-agent {i}, round {it}: select entities") as st:
         names = {e: n for e, n, _ in ctx.store.entities([e for e, _ in cands])}
@@ -109,9 +111,8 @@ def stage_select(ctx: Context, tracer: Tracer, sub_q: str, cands: list[tuple[int
         elif not cands:
             chosen = []
         else:
-            by_entity = ctx.store.propositions_of_entities([e for e, _ in cands])
-            samples = {p.id: p.text for p in ctx.store.propositions([ps[0] for ps in by_entity.values() if ps])}
-            shown = [(names.get(e, str(e)), [samples[by_entity[e][0]]] if by_entity.get(e) and by_entity[e][0] in samples
+            samples = {p.id: p.text for p in ctx.store.propositions([ps[0] for ps in props_of.values() if ps])}
+            shown = [(names.get(e, str(e)), [samples[props_of[e][0]]] if props_of.get(e) and props_of[e][0] in samples
                       else []) for e, _ in cands]
             picked = ctx.llm.json(st, "select entities", select_messages(sub_q, shown, state.observations),
                                   SELECT_SCHEMA, parse_selection(len(cands)), max_tokens=40)
@@ -124,11 +125,11 @@ def stage_select(ctx: Context, tracer: Tracer, sub_q: str, cands: list[tuple[int
     return chosen
 
 
-def stage_vote(ctx: Context, tracer: Tracer, vec: np.ndarray, chosen: list[int], state: SubAgentState,
-               cfg: GraspConfig, i: int, it: int) -> list[str]:
+def stage_vote(ctx: Context, tracer: Tracer, vec: np.ndarray, chosen: list[int], props_of: dict[int, list[int]],
+               state: SubAgentState, cfg: GraspConfig, i: int, it: int) -> list[str]:
     """Step ❸: RankVote over the selected entities' propositions → top d passages (§3.3)."""
     with tracer.stage(f"sub{i}_vote_{it}", f"Sub-agent {i}, round {it}: RankVote → top {cfg.d} passages") as st:
-        props = {p for ps in ctx.store.propositions_of_entities(chosen).values() for p in ps} - state.visited_propositions
+        props = {p for e in chosen for p in props_of.get(e, [])} - state.visited_propositions
         props_l = sorted(props)
         sims = ctx.store.similarities("propositions", vec, props_l) if props_l else []
         ranked = [props_l[j] for j in np.argsort(-np.asarray(sims), kind="stable")] if props_l else []

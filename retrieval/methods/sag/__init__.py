@@ -39,7 +39,7 @@ class Sag(Method):
         qvec = self.ctx.embedder.encode_query(question).vector
         u_q = stage_query_entities(self.ctx, tracer, question)
         u_hat = stage_entity_expansion(self.ctx, tracer, u_q, cfg)
-        seeds, _ = stage_seed_events(self.ctx, tracer, question, qvec, u_hat, cfg)
+        seeds = stage_seed_events(self.ctx, tracer, qvec, u_hat, cfg)
         hops = stage_expansion(self.ctx, tracer, qvec, seeds, list(u_hat), cfg)
         candidates = seeds + [ev for h in hops for ev in h.new_events]
         shortlist = stage_coarse_rank(self.ctx, tracer, qvec, candidates, cfg)

@@ -98,8 +98,8 @@ def stage_entity_expansion(ctx: Context, tracer: Tracer, entities: list[tuple[st
     return out
 
 
-def stage_seed_events(ctx: Context, tracer: Tracer, question: str, qvec: np.ndarray,
-                      entities: dict[int, tuple[str, float]], cfg: SagConfig) -> tuple[list[int], dict]:
+def stage_seed_events(ctx: Context, tracer: Tracer, qvec: np.ndarray, entities: dict[int, tuple[str, float]],
+                      cfg: SagConfig) -> list[int]:
     """E_R = E_R^entity ∪ E_R^direct: SQL join from Û_q (eq. 1) and event vectors ≥ τ (eq. 2)."""
     with tracer.stage("seed_events", "E_R: seed events (entity join ∪ event vectors)") as st, \
             ctx.store.recording() as log:
@@ -120,7 +120,7 @@ def stage_seed_events(ctx: Context, tracer: Tracer, question: str, qvec: np.ndar
         if not seeds:
             st.empty("the entity join returned no event and no event passed τ = "
                      f"{cfg.event_threshold}")
-    return seeds, {"path_a": path_a, "path_b": path_b}
+    return seeds
 
 
 def stage_expansion(ctx: Context, tracer: Tracer, qvec: np.ndarray, seeds: list[int], seed_entities: list[int],

@@ -1,6 +1,8 @@
 """What the app holds between requests: open KBs (store + embedder), their questions, the trace store."""
 from __future__ import annotations
 
+import os
+
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,7 @@ from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.methods import Context
 from retrieval.paths import home, kb_dir
 from retrieval.records import Question
-from retrieval.store.sqlite import SQLiteStore
+from retrieval.store import open_store
 from traces.store import TraceStore
 
 
@@ -56,12 +58,14 @@ class AppState:
 
     def kb_names(self) -> list[str]:
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
-        return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"]
+        # KBs served by Elasticsearch, listed by spec (README, "Elasticsearch")
+        remote = [s.strip() for s in os.environ.get("HOPTRACE_ES_KBS", "").split(",") if s.strip()]
+        return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"] + remote
 
     def kb(self, name: str) -> OpenKB:
         with self._lock:
             if name not in self._kbs:
-                store = SQLiteStore(kb_dir() / f"{name}.sqlite")
+                store = open_store(name if name.startswith("es+") else str(kb_dir() / f"{name}.sqlite"))
                 ctx = Context(store, get_embedder(store.info().embed_model), self.llm)
                 ctx.warm()
                 questions = store.questions()

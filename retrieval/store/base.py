@@ -82,6 +82,8 @@ class StoreInfo:
     embed_dim: int
     counts: dict[str, int] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    # per layer × extractor × status: {"layer", "extractor", "status", "passages", "reasons": [a few]}
+    extraction: list[dict] = field(default_factory=list)
 
 
 def rrf(rankings: Sequence[Sequence[Hit]], k: int, k_rrf: int = 60) -> list[Hit]:

@@ -418,7 +418,15 @@ class SQLiteStore(SearchStore):
             "passages", "questions", "triples", "entities", "predicates", "partial_triples", "same_as", "events",
             "propositions")}
         meta = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM meta")}
-        return StoreInfo("sqlite", str(self.path), self.embed_model, self.dim, counts, meta)
+        extraction = []
+        for layer, extractor, status, n in self.con.execute(
+                "SELECT layer, extractor, status, count(*) FROM extraction_state GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"):
+            reasons = [r[0] for r in self.con.execute(
+                "SELECT reason, count(*) FROM extraction_state WHERE layer=? AND extractor=? AND status='failed' "
+                "GROUP BY reason ORDER BY 2 DESC LIMIT 3", (layer, extractor))] if status == "failed" else []
+            extraction.append({"layer": layer, "extractor": extractor, "status": status, "passages": n,
+                               "reasons": reasons})
+        return StoreInfo("sqlite", str(self.path), self.embed_model, self.dim, counts, meta, extraction)
 
 
 class _Excluding:

@@ -27,9 +27,28 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--corpus", type=Path, help="corpus file: [{title,text}] or {title: [sentences]}")
     b.add_argument("--questions", type=Path, help="questions file (MuSiQue, HotpotQA or 2Wiki format)")
     b.add_argument("--openie", type=Path, help="HippoRAG OpenIE output to import triples from")
-    b.add_argument("--extractor", default="auto", help="auto | rules | openie")
+    b.add_argument("--extractor", default="auto",
+                   help="auto (OpenIE file if given, else rules) | rules | openie | llm (GEAR triples, SAG events, "
+                        "GRASP propositions with the LLM)")
+    b.add_argument("--layers", default=None,
+                   help="with --extractor llm: the layers the LLM makes (default triples,events,propositions); "
+                        "the others come from the LLM-free extractors")
+    b.add_argument("--batch-size", type=int, default=None,
+                   help="passages per propositions request (GRASP A.1.5 default 10)")
+    b.add_argument("--estimate", action="store_true",
+                   help="print LLM requests and expected tokens (and cost) for this build; call nothing, write nothing")
+    b.add_argument("--price-in", type=float, default=None, metavar="USD", help="price per million input tokens")
+    b.add_argument("--price-out", type=float, default=None, metavar="USD", help="price per million output tokens")
+    b.add_argument("--retry-failed", action="store_true",
+                   help="extract again only the passages whose extraction failed (reasons: hoptrace kb info)")
+    b.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="build on N passages: gold passages of the first questions plus distractors")
     b.add_argument("--out", help="KB name or .sqlite path (default: the dataset or corpus name)")
+    b.add_argument("--store", default=None, metavar="es+http://HOST:9200/PREFIX",
+                   help="after building, push the KB to this Elasticsearch cluster (incremental); then use "
+                        "--kb es+http://HOST:9200/PREFIX with ask, bench and the app")
     b.add_argument("--embed-model", default=None, help="all-MiniLM-L6-v2 (default) | all-mpnet-base-v2")
+    _llm_args(b)
     b.add_argument("--quiet", action="store_true")
 
     a = sub.add_parser("ask", help="run one method on one question and print its stages")
@@ -59,11 +78,19 @@ def _parser() -> argparse.ArgumentParser:
 
     kb = sub.add_parser("kb", help="inspect a KB")
     kb_sub = kb.add_subparsers(dest="kb_command", required=True)
-    info = kb_sub.add_parser("info")
+    info = kb_sub.add_parser("info", help="counts, extraction per layer (with failure reasons), LLM extraction cost")
     info.add_argument("kb")
+    info.add_argument("--json", action="store_true", help="everything, including all metadata, as JSON")
 
     ba = sub.add_parser("bench-app", help="app start-to-ready and click-to-first-stage times (headless Chromium)")
     ba.add_argument("--runs", type=int, default=5)
+
+    bs = sub.add_parser("bench-store", help="SQLite store scaling: memory, build time, latency on synthetic KBs")
+    bs.add_argument("--sizes", default="10000,100000,1000000", help="passages per synthetic KB, comma-separated")
+    bs.add_argument("--dir", type=Path, default=None, help="where to write the KBs (default $HOPTRACE_HOME/scale)")
+    bs.add_argument("--queries", type=int, default=50)
+    bs.add_argument("--keep", action="store_true", help="keep the synthetic KBs")
+    bs.add_argument("--json", dest="json_out", type=Path, help="write the rows here")
 
     s = sub.add_parser("serve", help="start the web app")
     s.add_argument("--port", type=int, default=None)
@@ -83,7 +110,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
-                "bench-app": cmd_bench_app}[
+                "bench-app": cmd_bench_app, "bench-store": cmd_bench_store}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -94,28 +121,82 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def cmd_build(args) -> int:
+    from .datasets import get_dataset
     from .embed import DEFAULT_MODEL
-    from .kb.presets import build_dataset, build_from_files
+    from .kb.presets import ALL_LAYERS, ExtractionPlan, build_from_files, dataset_out
 
     model = args.embed_model or DEFAULT_MODEL
-    progress = not args.quiet
+    layers = tuple(x.strip() for x in args.layers.split(",") if x.strip()) if args.layers else ALL_LAYERS
+    if args.layers and args.extractor != "llm":
+        raise ConfigError("--layers chooses the layers the LLM makes: use it with --extractor llm")
+    if args.estimate and args.extractor != "llm":
+        raise ConfigError("--estimate prices LLM extraction: use it with --extractor llm")
+    llm = None
+    if args.extractor == "llm":
+        from .llm import LLMSettings
+        llm = LLMSettings.parse(args.llm, args.llm_model)
     if args.demo or args.dataset:
-        out = resolve_kb(args.out) if args.out else None
-        report = build_dataset(args.dataset or "musique", out, args.extractor, model, progress)
+        ds = get_dataset(args.dataset or "musique")
+        out, _ = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
+        corpus, questions, openie, name = ds.corpus, ds.questions, ds.openie, args.out or ds.name
     else:
         out = resolve_kb(args.out or args.corpus.name.split(".")[0])
-        report = build_from_files(out, args.corpus, args.questions, args.openie, args.extractor, model,
-                                  name=args.out, progress=progress)
+        corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out
+    plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size)
+    plan.check()
+    if args.store:
+        from .store.elastic import parse_spec
+        parse_spec(args.store)  # a bad spec fails before the build, not after it
+    if args.estimate:
+        return _estimate(plan, out, corpus, questions, args)
+    report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
+                              progress=not args.quiet, plan=plan, sample=args.sample,
+                              retry_failed=args.retry_failed)
     d = report.as_dict()
     if report.reused:
-        print(f"reused: {d['passages_total']} passages, nothing new to add; {d['size_bytes'] / 1e6:.1f} MB")
+        print(f"reused: {d['passages_total']} passages, nothing new to add"
+              f"{' and no failed passage to retry' if args.retry_failed else ''}; {d['size_bytes'] / 1e6:.1f} MB")
         print(report.path)
+        _push(args, out)
         return 0
+    if report.retried:
+        print(f"retrying failed passages: {report.retried}")
     print(f"passages: {d['passages_total']} ({d['passages_added']} new); questions: {d['questions']}; "
-          f"extracted: {d['extracted']}; failed: {d['failed'] or 0}; malformed triples skipped: "
+          f"extracted: {d['extracted']}; failed: {d['failed'] or 0}; malformed items skipped: "
           f"{d['malformed_triples']}; embedded: {d['embedded']}; same_as pairs: {d['same_as_pairs']}; "
           f"{d['seconds']} s; {d['size_bytes'] / 1e6:.1f} MB")
+    for run in report.llm:
+        print(f"LLM {run['layer']}: {run['model']} · {run['passages']} passages in {run['calls']} calls "
+              f"({run['cached_calls']} from the cache, {run['repairs']} repairs) · {run['tokens_in']:,} tokens in / "
+              f"{run['tokens_out']:,} out · {run['seconds']} s · {run['failed']} failed")
+    if report.failed_total:
+        print(f"failed passages in the KB: {report.failed_total} — reasons: hoptrace kb info {out.stem}; "
+              f"redo them: the same command with --retry-failed")
     print(report.path)
+    _push(args, out)
+    return 0
+
+
+def _push(args, kb_path: Path) -> None:
+    if not args.store:
+        return
+    from .store.elastic import push_kb
+
+    rep = push_kb(kb_path, args.store, progress=not args.quiet)
+    print(f"pushed to {rep.spec}: {rep.sent} documents in {rep.seconds} s")
+
+
+def _estimate(plan, out: Path, corpus: Path, questions: Optional[Path], args) -> int:
+    """Price the LLM layers of this build: only passages the KB at `out` lacks are counted."""
+    from .kb.extract.llm import estimate
+    from .kb.build import extracted_passage_ids
+    from .kb.presets import load_sources
+
+    passages, _ = load_sources(corpus, questions, args.sample)
+    done = extracted_passage_ids(out, plan.llm_layers, include_failed=not args.retry_failed)
+    est = estimate(passages, list(plan.llm_layers), plan.llm, plan.batch_size, done, args.price_in, args.price_out)
+    print(f"KB: {out}{'' if out.exists() else ' (new)'} · {len(passages):,} passages in the source")
+    print(est.render())
     return 0
 
 
@@ -217,15 +298,62 @@ def cmd_kb(args) -> int:
     from .store import open_store
 
     info = open_store(args.kb).info()
-    print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
-                      "embed_dim": info.embed_dim, "counts": info.counts, "meta": info.meta}, indent=1))
+    if args.json:
+        print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
+                          "embed_dim": info.embed_dim, "counts": info.counts, "extraction": info.extraction,
+                          "meta": info.meta}, indent=1))
+        return 0
+    print(render_kb_info(info))
     return 0
+
+
+def render_kb_info(info) -> str:
+    """`hoptrace kb info`: what the KB holds, who extracted it, what failed and what the LLM cost."""
+    lines = [f"{info.meta.get('name', '?')} · {info.backend} · {info.location}",
+             f"embedder: {info.embed_model} ({info.embed_dim}-d)",
+             "counts: " + ", ".join(f"{k} {v:,}" for k, v in info.counts.items())]
+    if info.extraction:
+        lines.append("extraction (passages per layer):")
+        for row in info.extraction:
+            lines.append(f"  {row['layer']:<13} {row['extractor']:<32} {row['status']:<6} {row['passages']:>7,}")
+            lines.extend(f"      reason: {r[:200]}" for r in row["reasons"])
+    runs = info.meta.get("llm_extraction") or []
+    if runs:
+        lines.append("LLM extraction runs:")
+        for r in runs:
+            lines.append(f"  {r['finished']}  {r['layer']:<13} {r['model']} · {r['passages']} passages, {r['calls']} "
+                         f"calls ({r['cached_calls']} cached, {r['repairs']} repairs) · {r['tokens_in']:,} tok in / "
+                         f"{r['tokens_out']:,} out · {r['seconds']} s · {r['failed']} failed")
+        t_in, t_out = sum(r["tokens_in"] for r in runs), sum(r["tokens_out"] for r in runs)
+        secs = sum(r["seconds"] for r in runs)
+        lines.append(f"  total: {t_in:,} tokens in / {t_out:,} out · {secs / 60:.1f} min")
+    last = info.meta.get("last_build")
+    if last:
+        lines.append(f"last build: {last.get('passages_added', 0)} passages added, {last.get('seconds')} s")
+    return "\n".join(lines)
 
 
 def cmd_bench_app(args) -> int:
     from ui.benchmark import bench_app
 
     print(json.dumps(bench_app(runs=args.runs), indent=1))
+    return 0
+
+
+def cmd_bench_store(args) -> int:
+    from .bench.store_scale import render, run
+    from .paths import home
+
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+    if not sizes or any(n < 100 for n in sizes):
+        raise ConfigError(f"--sizes: each size must be at least 100 passages, got {args.sizes!r}")
+    rows = run(sizes, args.dir or home() / "scale", args.queries, args.keep)
+    print(render(rows))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1))
     return 0
 
 

@@ -130,7 +130,8 @@ class Extraction:
     entities: list[EntityLink] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     propositions: list[Proposition] = field(default_factory=list)
-    malformed: int = 0
+    malformed: int = 0                 # items dropped for a bad shape (e.g. a triple without an object)
+    failed: Optional[str] = None       # why nothing was extracted; the build records it per layer
 
 
 # SAG §3.2's entity types; every extractor maps its own labels onto these.

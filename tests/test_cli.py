@@ -46,6 +46,10 @@ def test_bench_cli_writes_json_csv_html(small_kb, tmp_path):
 
 
 def test_kb_info(small_kb, capsys):
-    assert main(["kb", "info", str(small_kb)]) == 0
+    assert main(["kb", "info", str(small_kb), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["counts"]["passages"] == 80 and info["embed_model"] == "all-MiniLM-L6-v2"
+    assert {(r["layer"], r["status"]) for r in info["extraction"]} >= {("triples", "done"), ("events", "done")}
+    assert main(["kb", "info", str(small_kb)]) == 0
+    text = capsys.readouterr().out
+    assert "extraction (passages per layer):" in text and "rules@1" in text and "passages 80" in text

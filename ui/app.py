@@ -15,7 +15,7 @@ import gradio as gr
 
 from retrieval.bench.runner import run_bench
 from retrieval.errors import HopTraceError
-from retrieval.kb.presets import build_from_files, ensure_demo
+from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
 from traces.store import TraceStore
@@ -129,7 +129,9 @@ def build(state: AppState) -> gr.Blocks:
                 up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
             with gr.Row():
                 up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
-                up_extractor = gr.Radio(["auto", "rules", "openie"], value="auto", label="Extractor")
+                up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
+                                        info="llm: GEAR triples, SAG events and GRASP propositions made by the "
+                                             "configured LLM (slow on CPU: ~30 s a passage)")
             up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
             up_log = gr.Markdown(elem_id="up-log")
 
@@ -265,14 +267,18 @@ def build(state: AppState) -> gr.Blocks:
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise gr.Error("KB name: letters, digits, - and _ only")
             try:
+                plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
                 report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile else None,
-                                          Path(openie) if openie else None, extractor, name=name, progress=True)
+                                          plan.openie, name=name, progress=True, plan=plan)
             except HopTraceError as e:
                 raise gr.Error(str(e))
             state.forget(name)
             d = report.as_dict()
             msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
                    f"{d['questions']} questions, {d['seconds']} s. Pick it under *Knowledge base*.")
+            for run in report.llm:
+                msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens in / "
+                        f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
             return msg, gr.update(choices=state.kb_names(), value=name)
 
         up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor], [up_log, kb],

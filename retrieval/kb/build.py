@@ -41,7 +41,10 @@ class BuildReport:
     passages_total: int = 0
     questions: int = 0
     extracted: dict[str, int] = field(default_factory=dict)
-    failed: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)         # this build
+    failed_total: dict[str, int] = field(default_factory=dict)   # every failed passage the KB now records
+    retried: dict[str, int] = field(default_factory=dict)        # failed passages forgotten by --retry-failed
+    llm: list[dict] = field(default_factory=list)                # per LLM extractor: model, calls, tokens, time
     malformed_triples: int = 0
     embedded: dict[str, int] = field(default_factory=dict)
     same_as_pairs: int = 0
@@ -57,12 +60,17 @@ class BuildReport:
 
 def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extractor], embedder: Embedder,
              questions: Optional[list[Question]] = None, name: Optional[str] = None,
-             progress: bool = True, synonym_threshold: float = DEFAULT_THRESHOLD) -> BuildReport:
-    """Create or extend the KB at `path`; return what was done."""
+             progress: bool = True, synonym_threshold: float = DEFAULT_THRESHOLD,
+             retry_failed: bool = False) -> BuildReport:
+    """Create or extend the KB at `path`; return what was done.
+
+    `retry_failed` first forgets the failed passages of the extractors' layers, so only
+    those are extracted again (every other passage keeps what it has)."""
     path = Path(path)
     t0 = time.time()
     report = BuildReport(path)
-    if _nothing_new(path, embedder, passages, questions):
+    layers = sorted({layer for ex in extractors for layer in ex.layers})
+    if _nothing_new(path, embedder, passages, questions, layers if retry_failed else []):
         report.passages_total = len(passages)
         report.reused = True
         report.size_bytes = path.stat().st_size
@@ -73,8 +81,12 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         report.passages_added = _add_passages(con, passages)
         if questions:
             report.questions = _add_questions(con, questions)
+        if retry_failed:
+            _forget_failures(con, extractors, report)
         for ex in extractors:
             _extract(con, ex, report, progress)
+            if hasattr(ex, "summary"):
+                _record_extractor_run(con, ex.summary(), report)
         _derive_entities(con)
         _derive_partial_triples(con)
         seen: dict[str, np.ndarray] = {}  # text → vector, across layers (an event is often a proposition)
@@ -85,6 +97,7 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
             if name:
                 db.set_meta(con, "name", name)
             db.set_meta(con, "extractors", _extractor_labels(con))
+            report.failed_total = _failure_counts(con)
             report.passages_total = con.execute("SELECT count(*) FROM passages").fetchone()[0]
             report.seconds = round(time.time() - t0, 1)
             db.set_meta(con, "last_build", {k: v for k, v in report.as_dict().items() if k != "path"})
@@ -96,8 +109,10 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
     return report
 
 
-def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questions: Optional[list[Question]]) -> bool:
-    """A finished KB that already holds every passage and question: reuse it untouched."""
+def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questions: Optional[list[Question]],
+                 retry_layers: list[str]) -> bool:
+    """A finished KB that already holds every passage and question (and, when retrying,
+    has no failed passage in those layers): reuse it untouched."""
     if not path.exists() or path.with_name(path.name + ".building").exists():
         return False
     con = db.connect(path, readonly=True)
@@ -107,9 +122,11 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
             return False
         have = {r[0] for r in con.execute("SELECT id FROM passages")}
         have_q = {r[0] for r in con.execute("SELECT id FROM questions")}
+        failed = sum(_failure_counts(con, retry_layers).values()) if retry_layers else 0
     finally:
         con.close()
-    return all(p.id in have for p in passages) and all(q.id in have_q for q in questions or [])
+    return (not failed and all(p.id in have for p in passages)
+            and all(q.id in have_q for q in questions or []))
 
 
 def _working_copy(path: Path, embedder: Embedder) -> Path:
@@ -173,19 +190,48 @@ def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, progre
     bar = tqdm(total=len(todo), desc=f"extract {'+'.join(layers)} ({ex.name})", unit="passage", disable=not progress)
     passages = [Passage(pid, title, text) for _, pid, title, text in todo]
     rowid_of = {pid: rowid for rowid, pid, _, _ in todo}
+    every = getattr(ex, "commit_every", CHUNK)
+    note = getattr(ex, "progress_note", None)
     # One stream over all passages (spaCy keeps its worker processes alive); commits every
-    # CHUNK results, so a kill loses at most one chunk and a re-run resumes after it.
+    # `every` results, so a kill loses at most that many and a re-run resumes after them.
     buffer: list[Extraction] = []
     for res in ex.extract(passages):
         buffer.append(res)
-        if len(buffer) >= CHUNK:
+        if len(buffer) >= every:
             _commit_extractions(con, buffer, rowid_of, ex, tag, report)
-            bar.update(len(buffer))
             buffer = []
+        if note:
+            bar.set_postfix_str(note(), refresh=False)
+        bar.update(1)
     if buffer:
         _commit_extractions(con, buffer, rowid_of, ex, tag, report)
-        bar.update(len(buffer))
     bar.close()
+
+
+def _forget_failures(con: sqlite3.Connection, extractors: list[Extractor], report: BuildReport) -> None:
+    """--retry-failed: drop the failed-state rows so those passages count as not extracted."""
+    layers = sorted({layer for ex in extractors for layer in ex.layers})
+    report.retried = _failure_counts(con, layers)
+    retry_round = db.get_meta(con, "retry_round", 0) + 1
+    with con:
+        con.executemany("DELETE FROM extraction_state WHERE layer=? AND status='failed'", [(x,) for x in layers])
+        db.set_meta(con, "retry_round", retry_round)
+    for ex in extractors:
+        if hasattr(ex, "retry_round"):
+            ex.retry_round = retry_round
+
+
+def _failure_counts(con: sqlite3.Connection, layers: Optional[list[str]] = None) -> dict[str, int]:
+    rows = con.execute("SELECT layer, count(*) FROM extraction_state WHERE status='failed' GROUP BY layer")
+    return {layer: n for layer, n in rows if layers is None or layer in layers}
+
+
+def _record_extractor_run(con: sqlite3.Connection, summary: dict, report: BuildReport) -> None:
+    """Keep every LLM extraction run (model, calls, tokens, time, failures) in the KB metadata."""
+    summary = {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), **summary}
+    report.llm.append(summary)
+    with con:
+        db.set_meta(con, "llm_extraction", db.get_meta(con, "llm_extraction", []) + [summary])
 
 
 def _commit_extractions(con: sqlite3.Connection, results: list[Extraction], rowid_of: dict[str, int],
@@ -197,10 +243,10 @@ def _commit_extractions(con: sqlite3.Connection, results: list[Extraction], rowi
 
 def _store_extraction(con: sqlite3.Connection, prow: int, res: Extraction, ex: Extractor, tag: str,
                       report: BuildReport) -> None:
-    if res.malformed < 0:
+    if res.failed is not None:
         for layer in ex.layers:
             con.execute("INSERT OR REPLACE INTO extraction_state VALUES(?,?,?,?,?)",
-                        (prow, layer, tag, "failed", "passage not found in the extractor's output"))
+                        (prow, layer, tag, "failed", res.failed))
             report.failed[layer] = report.failed.get(layer, 0) + 1
         return
     report.malformed_triples += res.malformed
@@ -313,6 +359,23 @@ def _extractor_labels(con: sqlite3.Connection) -> dict[str, list[str]]:
     for layer, tag, n in rows:
         out.setdefault(layer, []).append(f"{tag} ({n} passages)")
     return out
+
+
+def extracted_passage_ids(path: Path, layers, include_failed: bool = True) -> dict[str, set[str]]:
+    """Per layer, the passages a KB (or its unfinished `.building` copy, which is further
+    along) already has an extraction for — what a build of `path` would skip."""
+    work = path.with_name(path.name + ".building")
+    src = work if work.exists() else path
+    if not src.exists():
+        return {layer: set() for layer in layers}
+    con = db.connect(src, readonly=True)
+    try:
+        status = "" if include_failed else " AND s.status='done'"
+        return {layer: {r[0] for r in con.execute(
+            "SELECT p.id FROM extraction_state s JOIN passages p ON p.rowid=s.passage_rowid "
+            f"WHERE s.layer=?{status}", (layer,))} for layer in layers}
+    finally:
+        con.close()
 
 
 def load_vectors(con: sqlite3.Connection, layer: str, dim: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """Building KBs from files or bundled datasets, and the demo KB every entry point relies on."""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -8,42 +9,125 @@ from ..corpus import load_corpus, load_questions
 from ..datasets import DEMO, get_dataset
 from ..embed import DEFAULT_MODEL, get_embedder
 from ..errors import ConfigError
+from ..llm import LLMSettings, get_llm
 from ..paths import resolve_kb
+from ..records import Passage, Question
 from .build import BuildReport, build_kb
+from .extract.llm import llm_extractors
 from .extract.openie_import import OpenIEImport
 from .extract.rules import RulesExtractor
 
-EXTRACTORS = ("auto", "rules", "openie")
+EXTRACTORS = ("auto", "rules", "openie", "llm")
+ALL_LAYERS = ("triples", "events", "propositions")
+
+
+@dataclass(frozen=True)
+class ExtractionPlan:
+    """What `hoptrace build` extracts with: the extractor name, the layers the LLM makes
+    (the others come from the LLM-free extractors), the LLM and the propositions batch."""
+    extractor: str = "auto"
+    openie: Optional[Path] = None
+    llm_layers: tuple[str, ...] = ALL_LAYERS
+    llm: Optional[LLMSettings] = None
+    batch_size: Optional[int] = None
+
+    def check(self) -> None:
+        if self.extractor not in EXTRACTORS:
+            raise ConfigError(f"unknown extractor {self.extractor!r}; choose one of {', '.join(EXTRACTORS)}")
+        if self.extractor == "openie" and self.openie is None:
+            raise ConfigError("--extractor openie needs --openie FILE (HippoRAG OpenIE output)")
+        bad = [x for x in self.llm_layers if x not in ALL_LAYERS]
+        if bad or not self.llm_layers:
+            raise ConfigError(f"--layers takes a comma-separated subset of {', '.join(ALL_LAYERS)}, got {bad or 'none'}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
+        if self.extractor == "llm" and (self.llm is None or self.llm.backend == "none"):
+            raise ConfigError("--extractor llm needs an LLM: use --llm local (the embedded model), openai or a URL")
+
+    def extractors(self) -> list:
+        self.check()
+        if self.extractor == "rules":
+            return [RulesExtractor()]
+        if self.extractor != "llm":
+            return _llm_free(self.openie, ALL_LAYERS)
+        llm = get_llm(self.llm)
+        rest = tuple(x for x in ALL_LAYERS if x not in self.llm_layers)
+        # Fast layers first: a build that is stopped during the LLM part has them already.
+        return _llm_free(self.openie, rest) + llm_extractors(llm, self.llm_layers, self.batch_size)
+
+
+def _llm_free(openie: Optional[Path], layers: tuple[str, ...]) -> list:
+    """Imported OpenIE triples when a file is given, rules for everything else."""
+    out: list = []
+    rest = list(layers)
+    if openie is not None and "triples" in rest:
+        out.append(OpenIEImport(openie))
+        rest.remove("triples")
+    if rest:
+        out.append(RulesExtractor(rest))
+    return out
 
 
 def choose_extractors(extractor: str, openie: Optional[Path]) -> list:
-    """`auto`: imported OpenIE triples when a file is given, rules for everything else."""
-    if extractor not in EXTRACTORS:
-        raise ConfigError(f"unknown extractor {extractor!r}; choose one of {EXTRACTORS} "
-                          "(LLM extraction comes with the LLM layer)")
-    if extractor == "openie" and openie is None:
-        raise ConfigError("--extractor openie needs --openie FILE (HippoRAG OpenIE output)")
-    if openie is not None and extractor in ("auto", "openie"):
-        return [OpenIEImport(openie), RulesExtractor(("events", "propositions"))]
-    return [RulesExtractor()]
+    return ExtractionPlan(extractor, openie).extractors()
+
+
+def sample_corpus(passages: list[Passage], questions: list[Question], n: int) -> tuple[list[Passage], list[Question]]:
+    """`--sample N`: the gold passages of the first questions, up to half of N, then the
+    corpus's first other passages (distractors) up to N; only questions whose gold
+    passages all made it are kept, so every kept question is answerable."""
+    if n < 1:
+        raise ConfigError(f"--sample must be at least 1, got {n}")
+    chosen: dict[str, None] = {}
+    kept = []
+    for q in questions:
+        gold = [g for g in q.gold_passage_ids if g not in chosen]
+        if len(chosen) + len(gold) > n // 2:
+            break
+        chosen.update(dict.fromkeys(gold))
+        kept.append(q)
+    for p in passages:
+        if len(chosen) >= n:
+            break
+        chosen.setdefault(p.id)
+    order = {p.id: i for i, p in enumerate(passages)}
+    return sorted((p for p in passages if p.id in chosen), key=lambda p: order[p.id]), kept
+
+
+def load_sources(corpus: Path, questions: Optional[Path] = None,
+                 sample: Optional[int] = None) -> tuple[list[Passage], Optional[list[Question]]]:
+    passages = load_corpus(corpus)
+    qs = load_questions(questions, passages) if questions else None
+    if sample:
+        passages, qs = sample_corpus(passages, qs or [], sample)
+    return passages, qs
 
 
 def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, openie: Optional[Path] = None,
                      extractor: str = "auto", embed_model: str = DEFAULT_MODEL, name: Optional[str] = None,
-                     progress: bool = True) -> BuildReport:
-    passages = load_corpus(corpus)
-    qs = load_questions(questions, passages) if questions else None
-    extractors = choose_extractors(extractor, openie)
-    return build_kb(out, passages, extractors, get_embedder(embed_model), questions=qs,
-                    name=name or Path(corpus).name, progress=progress)
+                     progress: bool = True, plan: Optional[ExtractionPlan] = None, sample: Optional[int] = None,
+                     retry_failed: bool = False) -> BuildReport:
+    plan = plan or ExtractionPlan(extractor, openie)
+    plan.check()  # before reading anything, so a bad option fails fast
+    passages, qs = load_sources(corpus, questions, sample)
+    return build_kb(out, passages, plan.extractors(), get_embedder(embed_model), questions=qs,
+                    name=name or Path(corpus).name, progress=progress, retry_failed=retry_failed)
+
+
+def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:
+    name = "demo" if dataset == DEMO and out is None else dataset
+    return out or resolve_kb(name), name
 
 
 def build_dataset(dataset: str, out: Optional[Path] = None, extractor: str = "auto",
-                  embed_model: str = DEFAULT_MODEL, progress: bool = True) -> BuildReport:
+                  embed_model: str = DEFAULT_MODEL, progress: bool = True, plan: Optional[ExtractionPlan] = None,
+                  sample: Optional[int] = None, retry_failed: bool = False) -> BuildReport:
     ds = get_dataset(dataset)
-    name = "demo" if dataset == DEMO and out is None else dataset
-    return build_from_files(out or resolve_kb(name), ds.corpus, ds.questions, ds.openie, extractor,
-                            embed_model, name=name, progress=progress)
+    path, name = dataset_out(dataset, out)
+    plan = plan or ExtractionPlan(extractor, ds.openie)
+    return build_from_files(path, ds.corpus, ds.questions, ds.openie, embed_model=embed_model,
+                            name=out.stem if out else name, progress=progress,
+                            plan=replace(plan, openie=ds.openie), sample=sample, retry_failed=retry_failed)
 
 
 def demo_path() -> Path:

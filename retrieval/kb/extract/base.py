@@ -2,7 +2,9 @@
 
 An extractor declares which KB layers it fills (`triples`, `events`, `propositions`);
 the build records `name@version` per layer and per passage, so a KB can say which
-extractor made what. The LLM extractor (a later issue) plugs in here.
+extractor made what. Optional hooks the build uses when present: `commit_every` (results
+per committed transaction; small for slow extractors so a kill loses little),
+`progress_note()` (text for the progress bar) and `summary()` (kept in the KB metadata).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ class Extractor(Protocol):
 
     def extract(self, passages: list[Passage]) -> Iterable[Extraction]:
         """One Extraction per passage, in order. Raise nothing for one bad passage:
-        return an Extraction with `malformed` set instead."""
+        return an Extraction with `failed` set to the reason instead."""
         ...
 
 

@@ -38,7 +38,7 @@ class OpenIEImport:
             doc = self.by_id.get(p.id)
             ex = Extraction(p.id)
             if doc is None:
-                ex.malformed = -1  # not in the file: the build records the passage as failed
+                ex.failed = "passage not found in the OpenIE file"
                 yield ex
                 continue
             for raw in doc.get("extracted_triples") or []:

@@ -101,3 +101,17 @@ def test_unreachable_endpoint_fails_with_a_clear_error():
     with pytest.raises(LLMCallError, match="cannot connect"):
         llm.json(st, "read", [{"role": "user", "content": "x"}], {"type": "object"})
     assert st.llm_calls[0].error
+
+
+def test_an_answer_cut_off_at_max_tokens_says_so():
+    # the double counts a token per 4 characters, so both answers exceed 8 tokens
+    llm, _ = scripted_llm({"cut": ['{"items": ["a", "a", "a", "a", "a", "a"', '{"items": ["a", "a", "a", "a"']})
+
+    def has_items(value):
+        if not isinstance(value, dict) or "items" not in value:
+            raise ValueError("no items")
+        return value
+
+    with pytest.raises(LLMOutputError, match="cut off at the 8-token limit"):
+        llm.json(None, "cut", [{"role": "user", "content": "list"}], {"type": "object"}, validate=has_items,
+                 max_tokens=8)

@@ -71,7 +71,7 @@ class LLM:
 
     # --- one request, cached ------------------------------------------------------------------
     def _complete(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
-                  max_tokens: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> str:
+                  max_tokens: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> CachedReply:
         temperature = self.settings.temperature if temperature is None else temperature
         seed = self.settings.seed if seed is None else seed
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
@@ -96,7 +96,7 @@ class LLM:
         else:
             self._record(stage, purpose, messages, cached.text, cached.tokens_in, cached.tokens_out,
                          (time.perf_counter() - t0) * 1000, True)
-        return cached.text
+        return cached
 
     def _record(self, stage, purpose, messages, text, t_in, t_out, latency, cached, error=None) -> None:
         if stage is not None:
@@ -112,20 +112,29 @@ class LLM:
         On unparsable or invalid output, one repair request shows the model its answer and
         the problem; a second failure raises LLMOutputError naming both problems.
         """
-        text = self._complete(stage, purpose, messages, schema, max_tokens, temperature, seed)
+        reply = self._complete(stage, purpose, messages, schema, max_tokens, temperature, seed)
         try:
-            return _checked(text, validate)
-        except ValueError as first:
+            return _checked(reply.text, validate)
+        except ValueError as e:
+            first = _with_cutoff(e, reply, max_tokens)
             repair = messages + [
-                {"role": "assistant", "content": text},
+                {"role": "assistant", "content": reply.text},
                 {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a JSON "
                                             f"value matching this schema, nothing else:\n{json.dumps(schema)}"}]
-            text2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
+            reply2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
             try:
-                return _checked(text2, validate)
-            except ValueError as second:
+                return _checked(reply2.text, validate)
+            except ValueError as e2:
+                second = _with_cutoff(e2, reply2, max_tokens)
                 raise LLMOutputError(f"{purpose}: the model's answer is not usable JSON ({first}); after one "
-                                     f"repair request still not ({second})") from second
+                                     f"repair request still not ({second})") from e2
+
+
+def _with_cutoff(error: ValueError, reply: CachedReply, max_tokens: int) -> str:
+    """Name the usual cause of broken JSON from a small model: it ran out of tokens."""
+    if reply.tokens_out >= max_tokens:
+        return f"{error}; the answer was cut off at the {max_tokens}-token limit"
+    return str(error)
 
 
 def _checked(text: str, validate: Optional[Callable[[Any], Any]]) -> Any:

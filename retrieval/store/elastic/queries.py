@@ -91,14 +91,14 @@ def cosine_from_score(score: float) -> float:
 def terms_body(field: str, values: Iterable, size: int, source: Optional[list[str]] = None,
                sort: str = "rowid") -> dict:
     """An exact join: every document whose `field` holds one of `values` (SAG's SQL joins)."""
-    return {"size": size, "_source": source if source is not None else True, "sort": [{sort: "asc"}],
+    return {"size": size, "_source": source if source is not None else {"excludes": ["vector"]}, "sort": [{sort: "asc"}],
             "query": {"bool": {"filter": [{"terms": {field: _sorted(values)}}]}}}
 
 
 def either_terms_body(fields: Sequence[str], values: Iterable, size: int) -> dict:
     """Documents where any of `fields` holds one of `values` (a triple's subject OR object)."""
     vals = _sorted(values)
-    return {"size": size, "sort": [{"rowid": "asc"}],
+    return {"size": size, "sort": [{"rowid": "asc"}], "_source": {"excludes": ["vector"]},
             "query": {"bool": {"should": [{"terms": {f: vals}} for f in fields], "minimum_should_match": 1}}}
 
 

@@ -89,13 +89,15 @@ class ElasticStore(SearchStore):
                 return out
             body = {**body, "search_after": hits[-1]["sort"]}
 
-    def _mget(self, index: str, ids: Sequence[Hashable], source: Any = True) -> dict[str, dict]:
+    def _mget(self, index: str, ids: Sequence[Hashable], includes: Optional[list[str]] = None) -> dict[str, dict]:
+        """Documents by id; the vector is left out unless asked for (it is most of a document)."""
         out: dict[str, dict] = {}
         keys = list(dict.fromkeys(Q.doc_id(index, i) for i in ids))
+        kwargs = {"source_includes": includes} if includes else {"source_excludes": ["vector"]}
         for i in range(0, len(keys), MGET_CHUNK):
             chunk = keys[i:i + MGET_CHUNK]
             t0 = time.perf_counter()
-            resp = self.es.mget(index=self._ix(index), ids=chunk, source=source)
+            resp = self.es.mget(index=self._ix(index), ids=chunk, **kwargs)
             docs = [d for d in resp["docs"] if d.get("found")]
             self._record(f"GET /{self._ix(index)}/_mget", lambda: json.dumps({"ids": chunk}), len(docs), t0)
             out.update({d["_id"]: d.get("_source", {}) for d in docs})
@@ -141,14 +143,27 @@ class ElasticStore(SearchStore):
         return np.array([score.get(Q.doc_id(index, i), 0.0) for i in ids], dtype=np.float32)
 
     def vectors(self, index: str, ids: Sequence[Hashable]) -> np.ndarray:
-        docs = self._mget(index, ids, source=["vector"])
-        if not ids:
+        if not len(ids):
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.array([docs[Q.doc_id(index, i)]["vector"] for i in ids], dtype=np.float32)
+        keys = list(dict.fromkeys(Q.doc_id(index, i) for i in ids))
+        body = {"size": len(keys), "_source": ["vector"], "query": {"ids": {"values": keys}}}
+        # ES 9.1+ leaves dense vectors out of _source unless asked; older servers reject the flag.
+        extra = {"_source_exclude_vectors": False} if self._server_version() >= (9, 1) else {}
+        t0 = time.perf_counter()
+        hits = self.es.search(index=self._ix(index), **body, **extra)["hits"]["hits"]
+        self._record(f"POST /{self._ix(index)}/_search", lambda: json.dumps({"ids": keys[:20]}), len(hits), t0)
+        docs = {h["_id"]: h["_source"]["vector"] for h in hits}
+        return np.array([docs[Q.doc_id(index, i)] for i in ids], dtype=np.float32)
+
+    def _server_version(self) -> tuple[int, int]:
+        if not hasattr(self, "_version"):
+            number = self.es.info()["version"]["number"]
+            self._version = tuple(int(x) for x in number.split(".")[:2])
+        return self._version
 
     # --- lookups and joins -------------------------------------------------------------------
     def passages(self, ids: Sequence[str]) -> list[Passage]:
-        docs = self._mget("passages", ids, source=["title", "text"])
+        docs = self._mget("passages", ids, ["title", "text"])
         return [Passage(i, docs[i]["title"], docs[i]["text"]) for i in ids if i in docs]
 
     def all_passage_ids(self) -> list[str]:
@@ -184,7 +199,7 @@ class ElasticStore(SearchStore):
                              list(dict.fromkeys(c for c, _ in links)), list(dict.fromkeys(p for _, p in links)))
 
     def partial_triples(self, ids: Sequence[int]) -> list[PartialTriple]:
-        docs = self._mget("partial_triples", ids, source={"excludes": ["vector"]})
+        docs = self._mget("partial_triples", ids)
         return [self._partial(docs[str(i)]) for i in ids if str(i) in docs]
 
     def _partials_by_key(self, keys: list[tuple[str, str, bool]]) -> dict[tuple[str, str, bool], dict]:
@@ -231,7 +246,7 @@ class ElasticStore(SearchStore):
         return out
 
     def entities(self, ids: Sequence[int]) -> list[tuple[int, str, Optional[str]]]:
-        docs = self._mget("entities", ids, source=["name", "type"])
+        docs = self._mget("entities", ids, ["name", "type"])
         return [(int(i), docs[str(i)]["name"], docs[str(i)].get("type")) for i in ids if str(i) in docs]
 
     def _ids_by(self, index: str, field: str, values: list) -> dict[Any, list[int]]:
@@ -253,7 +268,7 @@ class ElasticStore(SearchStore):
     def _linked(self, index: str, ids: Iterable[int]) -> dict[int, list[int]]:
         """item id → its entity ids, read from the item documents."""
         ids = list(ids)
-        docs = self._mget(index, ids, source=["entity_ids"]) if ids else {}
+        docs = self._mget(index, ids, ["entity_ids"]) if ids else {}
         return {int(i): list(docs[str(i)].get("entity_ids", [])) for i in ids
                 if str(i) in docs and docs[str(i)].get("entity_ids")}
 
@@ -269,7 +284,7 @@ class ElasticStore(SearchStore):
         return dict(out)
 
     def events(self, ids: Sequence[int]) -> list[Event]:
-        docs = self._mget("events", ids, source={"excludes": ["vector"]})
+        docs = self._mget("events", ids)
         return [Event(d["passage_ids"][0], d["summary"],
                       [EntityLink(n, t) for n, t in zip(d.get("entities", []), d.get("entity_types", []))], int(i))
                 for i in ids if (d := docs.get(str(i)))]
@@ -281,7 +296,7 @@ class ElasticStore(SearchStore):
         return self._linked("events", event_ids)
 
     def propositions(self, ids: Sequence[int]) -> list[Proposition]:
-        docs = self._mget("propositions", ids, source={"excludes": ["vector"]})
+        docs = self._mget("propositions", ids)
         return [Proposition(d["passage_ids"][0], d["text"],
                             [EntityLink(n, t) for n, t in zip(d.get("entities", []), d.get("entity_types", []))],
                             int(i))

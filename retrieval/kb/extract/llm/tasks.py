@@ -13,14 +13,16 @@ from typing import Any, Callable, Optional
 from ....records import SAG_ENTITY_TYPES, EntityLink, Event, Extraction, Passage, Proposition, Triple
 from . import prompts
 
-_STR = {"type": "string"}
-# Caps on list lengths: a small model can fall into repeating one item until max_tokens cuts
-# the JSON off (seen with Qwen2.5-Coder-1.5B on a passage about G. Stanley Hall); with a cap
-# in the schema the grammar makes it close the list, and duplicates are dropped on parsing.
+# Caps on list and string lengths: a small model can fall into repeating one item, or one
+# phrase inside a string, until max_tokens cuts the JSON off (seen with Qwen2.5-Coder-1.5B on
+# passages about G. Stanley Hall and Victoria Falls). With caps in the schema the grammar
+# makes it close the string or the list; duplicates are dropped on parsing.
 MAX_TRIPLES = 30
 MAX_ENTITIES = 30
 MAX_PROPOSITIONS = 25
-_ENTITY = {"type": "object", "properties": {"name": _STR, "type": {"type": "string", "enum": list(SAG_ENTITY_TYPES)}},
+_NAME = {"type": "string", "maxLength": 120}        # an entity name, a triple's part
+_SENTENCE = {"type": "string", "maxLength": 400}    # an event or a proposition
+_ENTITY = {"type": "object", "properties": {"name": _NAME, "type": {"type": "string", "enum": list(SAG_ENTITY_TYPES)}},
            "required": ["name", "type"]}
 
 
@@ -54,8 +56,8 @@ def _entity_links(raw: Any) -> list[EntityLink]:
 
 # --- GEAR App. I.1: named entities + triples ------------------------------------------------------
 TRIPLES_SCHEMA = {"type": "object", "properties": {
-    "named_entities": {"type": "array", "items": _STR, "maxItems": MAX_ENTITIES},
-    "triples": {"type": "array", "items": {"type": "array", "items": _STR, "minItems": 3, "maxItems": 3},
+    "named_entities": {"type": "array", "items": _NAME, "maxItems": MAX_ENTITIES},
+    "triples": {"type": "array", "items": {"type": "array", "items": _NAME, "minItems": 3, "maxItems": 3},
                 "maxItems": MAX_TRIPLES}},
     "required": ["named_entities", "triples"]}
 
@@ -100,7 +102,7 @@ TRIPLES = Task("triples", "GEAR App. I.1", 1, lambda b: prompts.triples_messages
 
 # --- SAG §3.2: one event + typed entities ---------------------------------------------------------
 EVENT_SCHEMA = {"type": "object", "properties": {
-    "event": _STR, "entities": {"type": "array", "items": _ENTITY, "maxItems": MAX_ENTITIES}},
+    "event": _SENTENCE, "entities": {"type": "array", "items": _ENTITY, "maxItems": MAX_ENTITIES}},
                 "required": ["event", "entities"]}
 
 
@@ -126,10 +128,10 @@ EVENTS = Task("events", "SAG §3.2", 1, lambda b: prompts.event_messages(b[0]), 
 PROPOSITIONS_SCHEMA = {"type": "object", "properties": {"passages": {"type": "array", "items": {
     "type": "object", "properties": {
         "passage": {"type": "integer"},
-        "propositions": {"type": "array", "items": _STR, "maxItems": MAX_PROPOSITIONS},
+        "propositions": {"type": "array", "items": _SENTENCE, "maxItems": MAX_PROPOSITIONS},
         "entities": {"type": "array", "maxItems": MAX_ENTITIES, "items": {
             "type": "object", "properties": {
-                "name": _STR, "type": {"type": "string", "enum": list(SAG_ENTITY_TYPES)},
+                "name": _NAME, "type": {"type": "string", "enum": list(SAG_ENTITY_TYPES)},
                 "propositions": {"type": "array", "items": {"type": "integer"}}},
             "required": ["name", "type", "propositions"]}}},
     "required": ["passage", "propositions", "entities"]}}}, "required": ["passages"]}

@@ -107,3 +107,11 @@ def test_documents_from_a_real_kb_fit_the_mappings(small_kb):
                            "propositions", "same_as")}
     finally:
         con.close()
+
+
+def test_an_unreachable_cluster_is_a_clear_error(capsys):
+    from retrieval.cli import main
+
+    # port 9 (discard) has no listener here: a real connection refusal, not a stand-in
+    assert main(["ask", "--kb", "es+http://127.0.0.1:9/demo", "--method", "bm25", "Who founded it?"]) == 2
+    assert "cannot reach Elasticsearch at http://127.0.0.1:9" in capsys.readouterr().err

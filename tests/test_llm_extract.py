@@ -191,6 +191,7 @@ def test_sample_keeps_only_answerable_questions():
     (["build", "--demo", "--extractor", "llm", "--layers", "triples,bogus"], "--layers takes"),
     (["build", "--demo", "--extractor", "llm", "--llm", "none"], "needs an LLM"),
     (["build", "--demo", "--extractor", "llm", "--batch-size", "0"], "--batch-size must be at least 1"),
+    (["build", "--demo", "--store", "es+ftp://x/demo"], "bad Elasticsearch URL"),
 ])
 def test_bad_build_options_name_the_problem(argv, message, capsys):
     assert main(argv) == 2

@@ -2,7 +2,7 @@
 
 Synthetic KBs of N passages measure the store itself, not extraction or embedding:
 passage text is Zipf-distributed pseudo-words plus mentions of other passages' titles
-(so BM25 has realistic posting lists), each passage has one triple (title, predicate,
+(so BM25 has realistic posting lists; titles are two-word names), each passage has one triple (title, predicate,
 another title) from which partial triples, entities and predicates are derived with the
 same tables the real build fills, and random unit vectors stand in for embeddings.
 
@@ -33,12 +33,22 @@ MENTIONS = 2
 PREDICATES = 64
 CHUNK = 50_000
 METHODS = ("bm25", "dense", "griever")
+NAMES = 500   # given names; family names grow with N
 
 
-def _words(rng: np.random.Generator) -> np.ndarray:
+def _words(rng: np.random.Generator, n: int = VOCAB) -> np.ndarray:
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lengths = rng.integers(3, 10, VOCAB)
-    return np.array(["".join(rng.choice(letters, n)) for n in lengths])
+    lengths = rng.integers(3, 10, n)
+    return np.array(["".join(rng.choice(letters, k)) for k in lengths])
+
+
+def _namer(rng: np.random.Generator, n: int):
+    """Title i as "Given Family": unique names whose words repeat like real names do (a
+    given name in ~2,000 titles at 1M passages), not one shared word that would make every
+    title match every query."""
+    given = [w.capitalize() for w in _words(rng, NAMES)]
+    family = [w.capitalize() for w in _words(rng, max(1, -(-n // NAMES)))]
+    return lambda i: f"{given[i % NAMES]} {family[i // NAMES]}"
 
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -57,6 +67,7 @@ def build_synthetic(path: Path, n: int, seed: int = 0) -> dict:
     con.execute("PRAGMA synchronous=OFF")
     db.create(con, EMBED_MODEL, DIM)
     words = _words(rng)
+    name = _namer(rng, n)
     preds = [f"{words[i]} {words[i + 1]}" for i in range(0, 2 * PREDICATES, 2)]
     # Zipf ranks over the vocabulary (s ≈ 1), the usual shape of word frequencies.
     probs = 1.0 / np.arange(1, VOCAB + 1)
@@ -69,8 +80,8 @@ def build_synthetic(path: Path, n: int, seed: int = 0) -> dict:
         others = rng.integers(0, n, size=(hi - lo, MENTIONS))
         rows, triples = [], []
         for j, i in enumerate(range(lo, hi)):
-            title = f"Entity {i}"
-            mention = [f"Entity {o}" for o in others[j]]
+            title = name(i)
+            mention = [name(int(o)) for o in others[j]]
             text = " ".join(words[ids[j]]) + " " + " and ".join(mention) + "."
             rows.append((i + 1, f"p{i}", title, text))
             triples.append((i + 1, title, preds[(i * 7) % PREDICATES], mention[0]))

@@ -85,7 +85,7 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
             _forget_failures(con, extractors, report)
         for ex in extractors:
             _extract(con, ex, report, progress)
-            if hasattr(ex, "summary"):
+            if hasattr(ex, "summary") and ex.summary()["passages"]:  # a layer with nothing to do is no run
                 _record_extractor_run(con, ex.summary(), report)
         _derive_entities(con)
         _derive_partial_triples(con)

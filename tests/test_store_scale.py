@@ -26,3 +26,12 @@ def test_bench_store_measures_every_method(tmp_path):
 def test_bench_store_rejects_bad_sizes(capsys):
     assert main(["bench-store", "--sizes", "10,abc"]) == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_synthetic_titles_are_unique_names():
+    import numpy as np
+    from retrieval.bench.store_scale import _namer
+
+    name = _namer(np.random.default_rng(0), 20_000)
+    titles = [name(i) for i in range(20_000)]
+    assert len(set(titles)) == 20_000 and all(len(t.split()) == 2 for t in titles)

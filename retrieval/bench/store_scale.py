@@ -37,10 +37,16 @@ NAMES = 500   # given names; family names grow with N
 HEAD_WORDS = 100
 
 
-def _words(rng: np.random.Generator, n: int = VOCAB) -> np.ndarray:
+def _words(rng: np.random.Generator, n: int = VOCAB, avoid: frozenset = frozenset()) -> np.ndarray:
+    """n distinct pseudo-words (distinct, so titles built from them are unique names)."""
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lengths = rng.integers(3, 10, n)
-    return np.array(["".join(rng.choice(letters, k)) for k in lengths])
+    out: dict[str, None] = {}
+    while len(out) < n:
+        for k in rng.integers(3, 10, n - len(out)):
+            w = "".join(rng.choice(letters, k))
+            if w not in avoid:
+                out.setdefault(w)
+    return np.array(list(out))
 
 
 def _namer(rng: np.random.Generator, n: int):
@@ -48,7 +54,7 @@ def _namer(rng: np.random.Generator, n: int):
     given name in ~2,000 titles at 1M passages), not one shared word that would make every
     title match every query."""
     given = [w.capitalize() for w in _words(rng, NAMES)]
-    family = [w.capitalize() for w in _words(rng, max(1, -(-n // NAMES)))]
+    family = [w.capitalize() for w in _words(rng, max(1, -(-n // NAMES)), frozenset(w.lower() for w in given))]
     return lambda i: f"{given[i % NAMES]} {family[i // NAMES]}"
 
 

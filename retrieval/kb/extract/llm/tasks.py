@@ -36,7 +36,8 @@ class Task:
     check: Callable[[Any, list[Passage]], Any]
     parse: Callable[[Any, list[Passage]], list[Optional[Extraction]]]
     # Expected completion tokens for a passage of n tokens, for --estimate: fitted on the
-    # 50-passage demo build with Qwen2.5-Coder-1.5B (docs/llm-indexing.md has the figures).
+    # 50-passage demo build with Qwen2.5-Coder-1.5B (mean passage ~116 tokens; measured
+    # ~215 / ~155 / ~227 completion tokens a passage for triples / event / propositions).
     out_tokens: Callable[[int], float]
     max_tokens: Callable[[int], int]  # completion budget for a batch of n passages
 
@@ -121,7 +122,7 @@ def _parse_event(value: dict, batch: list[Passage]) -> list[Optional[Extraction]
 
 
 EVENTS = Task("events", "SAG §3.2", 1, lambda b: prompts.event_messages(b[0]), EVENT_SCHEMA,
-              _check_event, _parse_event, out_tokens=lambda n: 60 + 0.45 * n, max_tokens=lambda n: 512)
+              _check_event, _parse_event, out_tokens=lambda n: 60 + 0.8 * n, max_tokens=lambda n: 512)
 
 
 # --- GRASP §3.1 / A.1.5: propositions + typed entities linked by index ---------------------------
@@ -190,7 +191,7 @@ def _parse_propositions(value: dict, batch: list[Passage]) -> list[Optional[Extr
 
 
 PROPOSITIONS = Task("propositions", "GRASP §3.1, A.1.5", 10, prompts.propositions_messages, PROPOSITIONS_SCHEMA,
-                    _check_propositions, _parse_propositions, out_tokens=lambda n: 40 + 2.2 * n,
+                    _check_propositions, _parse_propositions, out_tokens=lambda n: 40 + 1.6 * n,
                     max_tokens=lambda n: 200 + 700 * n)
 
 TASKS = {t.layer: t for t in (TRIPLES, EVENTS, PROPOSITIONS)}

@@ -137,8 +137,8 @@ def cmd_build(args) -> int:
         llm = LLMSettings.parse(args.llm, args.llm_model)
     if args.demo or args.dataset:
         ds = get_dataset(args.dataset or "musique")
-        out, _ = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
-        corpus, questions, openie, name = ds.corpus, ds.questions, ds.openie, args.out or ds.name
+        out, name = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
+        corpus, questions, openie, name = ds.corpus, ds.questions, ds.openie, args.out or name
     else:
         out = resolve_kb(args.out or args.corpus.name.split(".")[0])
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out

@@ -82,11 +82,12 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         if questions:
             report.questions = _add_questions(con, questions)
         if retry_failed:
-            _forget_failures(con, extractors, report)
+            _forget_failures(con, extractors, layers, report)
         for ex in extractors:
             _extract(con, ex, report, progress)
-            if hasattr(ex, "summary") and ex.summary()["passages"]:  # a layer with nothing to do is no run
-                _record_extractor_run(con, ex.summary(), report)
+            summary = ex.summary() if hasattr(ex, "summary") else None
+            if summary and summary["passages"]:  # a layer with nothing to do is no run
+                _record_extractor_run(con, summary, report)
         _derive_entities(con)
         _derive_partial_triples(con)
         seen: dict[str, np.ndarray] = {}  # text → vector, across layers (an event is often a proposition)
@@ -113,7 +114,7 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
                  retry_layers: list[str]) -> bool:
     """A finished KB that already holds every passage and question (and, when retrying,
     has no failed passage in those layers): reuse it untouched."""
-    if not path.exists() or path.with_name(path.name + ".building").exists():
+    if not path.exists() or db.building_path(path).exists():
         return False
     con = db.connect(path, readonly=True)
     try:
@@ -130,7 +131,7 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
 
 
 def _working_copy(path: Path, embedder: Embedder) -> Path:
-    work = path.with_name(path.name + ".building")
+    work = db.building_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if work.exists():  # resume an unfinished build
         con = db.connect(work)
@@ -208,9 +209,9 @@ def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, progre
     bar.close()
 
 
-def _forget_failures(con: sqlite3.Connection, extractors: list[Extractor], report: BuildReport) -> None:
-    """--retry-failed: drop the failed-state rows so those passages count as not extracted."""
-    layers = sorted({layer for ex in extractors for layer in ex.layers})
+def _forget_failures(con: sqlite3.Connection, extractors: list[Extractor], layers: list[str],
+                     report: BuildReport) -> None:
+    """--retry-failed: drop the failed-state rows of `layers` so those passages count as not extracted."""
     report.retried = _failure_counts(con, layers)
     retry_round = db.get_meta(con, "retry_round", 0) + 1
     with con:
@@ -364,7 +365,7 @@ def _extractor_labels(con: sqlite3.Connection) -> dict[str, list[str]]:
 def extracted_passage_ids(path: Path, layers, include_failed: bool = True) -> dict[str, set[str]]:
     """Per layer, the passages a KB (or its unfinished `.building` copy, which is further
     along) already has an extraction for — what a build of `path` would skip."""
-    work = path.with_name(path.name + ".building")
+    work = db.building_path(path)
     src = work if work.exists() else path
     if not src.exists():
         return {layer: set() for layer in layers}

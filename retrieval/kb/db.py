@@ -57,10 +57,15 @@ def check(con: sqlite3.Connection, path: Path, embed_model: str | None = None) -
     return {"schema_version": version, "embed_model": model, "embed_dim": get_meta(con, "embed_dim")}
 
 
+def building_path(path: Path) -> Path:
+    """Where a build of `path` works until it is done (renamed over `path` at the end)."""
+    return path.with_name(path.name + ".building")
+
+
 def open_kb(path: str | Path, embed_model: str | None = None) -> sqlite3.Connection:
     path = Path(path)
     if not path.exists():
-        building = path.with_name(path.name + ".building")
+        building = building_path(path)
         hint = f" (an unfinished build is at {building}: run the same `hoptrace build` again to finish it)" \
             if building.exists() else " (build it with `hoptrace build`)"
         raise KBError(f"{path}: no such KB{hint}")

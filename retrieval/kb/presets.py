@@ -1,7 +1,7 @@
 """Building KBs from files or bundled datasets, and the demo KB every entry point relies on."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -68,10 +68,6 @@ def _llm_free(openie: Optional[Path], layers: tuple[str, ...]) -> list:
     return out
 
 
-def choose_extractors(extractor: str, openie: Optional[Path]) -> list:
-    return ExtractionPlan(extractor, openie).extractors()
-
-
 def sample_corpus(passages: list[Passage], questions: list[Question], n: int) -> tuple[list[Passage], list[Question]]:
     """`--sample N`: the gold passages of the first questions, up to half of N, then the
     corpus's first other passages (distractors) up to N; only questions whose gold
@@ -90,8 +86,7 @@ def sample_corpus(passages: list[Passage], questions: list[Question], n: int) ->
         if len(chosen) >= n:
             break
         chosen.setdefault(p.id)
-    order = {p.id: i for i, p in enumerate(passages)}
-    return sorted((p for p in passages if p.id in chosen), key=lambda p: order[p.id]), kept
+    return [p for p in passages if p.id in chosen], kept  # corpus order
 
 
 def load_sources(corpus: Path, questions: Optional[Path] = None,
@@ -120,14 +115,11 @@ def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:
 
 
 def build_dataset(dataset: str, out: Optional[Path] = None, extractor: str = "auto",
-                  embed_model: str = DEFAULT_MODEL, progress: bool = True, plan: Optional[ExtractionPlan] = None,
-                  sample: Optional[int] = None, retry_failed: bool = False) -> BuildReport:
+                  embed_model: str = DEFAULT_MODEL, progress: bool = True) -> BuildReport:
     ds = get_dataset(dataset)
     path, name = dataset_out(dataset, out)
-    plan = plan or ExtractionPlan(extractor, ds.openie)
-    return build_from_files(path, ds.corpus, ds.questions, ds.openie, embed_model=embed_model,
-                            name=out.stem if out else name, progress=progress,
-                            plan=replace(plan, openie=ds.openie), sample=sample, retry_failed=retry_failed)
+    return build_from_files(path, ds.corpus, ds.questions, ds.openie, extractor, embed_model, name=name,
+                            progress=progress)
 
 
 def demo_path() -> Path:

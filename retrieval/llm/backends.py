@@ -183,9 +183,9 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
     def count_tokens(self, text: str) -> int:
         if self._tokenizer is None:
-            from llama_cpp import Llama
-            self._tokenizer = Llama(str(self.gguf), vocab_only=True, verbose=False)
-        return len(self._tokenizer.tokenize(text.encode("utf-8"), add_bos=False))
+            from .models import gguf_token_counter
+            self._tokenizer = gguf_token_counter(self.gguf)
+        return self._tokenizer(text)
 
 
 def make_backend(settings: LLMSettings):

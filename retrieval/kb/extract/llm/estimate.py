@@ -97,27 +97,10 @@ class Estimate:
 def token_counter(settings: LLMSettings) -> tuple[Callable[[str], int], str]:
     """The embedded model's tokenizer (vocabulary only, no weights loaded), else ~4 chars a token."""
     if settings.backend == "local":
-        import llama_cpp
-        from llama_cpp import Llama
+        from ....llm.models import gguf_token_counter, model_file
 
-        from ....llm.models import model_file
-
-        # llama.cpp logs context warnings from C even with verbose=False; a tokenizer needs none
-        llama_cpp.llama_log_set(_quiet, None)
-        tok = Llama(str(model_file(settings.model)), vocab_only=True, verbose=False)
-        return (lambda text: len(tok.tokenize(text.encode("utf-8"), add_bos=False))), f"the {settings.model} tokenizer"
+        return gguf_token_counter(model_file(settings.model)), f"the {settings.model} tokenizer"
     return (lambda text: max(1, len(text) // 4)), "~4 characters per token (no tokenizer for a remote model)"
-
-
-def _quiet_log(level, text, user_data):  # llama.cpp log callback that drops everything
-    return None
-
-
-try:
-    import llama_cpp as _lc
-    _quiet = _lc.llama_log_callback(_quiet_log)  # kept at module level: C holds the pointer
-except Exception:  # no llama-cpp-python: only remote models, which need no tokenizer
-    _quiet = None
 
 
 def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,

@@ -26,6 +26,7 @@ from typing import Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..records import Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 
 INDICES = ("passages", "partial_triples", "triples", "entities", "predicates", "events", "propositions")
@@ -178,8 +179,12 @@ class SearchStore(ABC):
         """freq(e, p) of GRIEVER eq. (1): how many triples share each (entity, predicate, is_inverse) pair."""
 
     @abstractmethod
-    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
-        """Aliases of `names`; with `passage_ids`, only aliases seen in one of those passages."""
+    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None,
+                match: str = "record") -> list[SameAs]:
+        """Aliases of `names`. With `passage_ids`, GRIEVER §4.2.3's filter: `match="record"` keeps
+        a same_as record (entity, alias) whose passages — where either name was extracted — meet
+        `passage_ids`, and then gives its alias whatever passage it occurs in; `match="alias"`
+        (ours, the earlier behaviour) keeps only aliases that themselves occur in `passage_ids`."""
 
     @abstractmethod
     def entities(self, ids: Sequence[int]) -> list[tuple[int, str, Optional[str]]]: ...
@@ -222,3 +227,27 @@ class SearchStore(ABC):
 
     def close(self) -> None:
         pass
+
+
+SAME_AS_MATCH = ("record", "alias")
+
+
+def same_as_records(rows: Iterable[tuple[str, str, float]], seen_in: dict[str, list[str]],
+                    passage_ids: Optional[Iterable[str]], match: str) -> list[SameAs]:
+    """Apply the same_as passage filter to (entity, alias, similarity) rows, given the passages
+    each name was extracted from. A record's passages are its two names' passages (App. A.1:
+    "passage ids from which these synonyms are extracted"); SameAs.passage_ids lists where the
+    alias itself occurs, so a trace can show an alias found only outside the retrieved set."""
+    if match not in SAME_AS_MATCH:
+        raise ConfigError(f"same_as match must be one of {SAME_AS_MATCH}, got {match!r}")
+    allowed = set(passage_ids) if passage_ids is not None else None
+    out = []
+    for e, a, sim in rows:
+        alias_pids = seen_in.get(a, [])
+        record = list(dict.fromkeys(seen_in.get(e, []) + alias_pids))
+        if allowed is not None:
+            evidence = alias_pids if match == "alias" else record
+            if not any(p in allowed for p in evidence):
+                continue
+        out.append(SameAs(e, a, float(sim), alias_pids))
+    return out

@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..kb import db
 from ..kb.build import load_vectors
 from ..records import Event, EntityLink, PartialTriple, Passage, Proposition, Question, SameAs, Triple
-from .base import FIELDS, INDICES, Filter, Hit, SearchStore, StoreInfo
+from .base import FIELDS, INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
 
 # Query words that match nearly every passage; dropping them keeps FTS5's OR query small.
 STOPWORDS = frozenset("""a an and are as at be been but by did do does for from had has have he her his how i
@@ -317,22 +317,14 @@ class SQLiteStore(SearchStore):
         return self._memo(("partial_triples", "_freq"), lambda: dict(self.con.execute(
             "SELECT pt_rowid, count(DISTINCT complement) FROM partial_triple_links GROUP BY pt_rowid")))
 
-    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
+    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None,
+                match: str = "record") -> list[SameAs]:
         rows = self._rows("SELECT entity, alias, similarity FROM same_as "
                           "WHERE entity IN (SELECT value FROM json_each(?))", list(names))
         if not rows:
             return []
-        alias_passages = self._alias_passages({a for _, a, _ in rows})
-        allowed = set(passage_ids) if passage_ids is not None else None
-        out = []
-        for e, a, sim in rows:
-            pids = alias_passages.get(a, [])
-            if allowed is not None:
-                pids = [p for p in pids if p in allowed]
-                if not pids:
-                    continue
-            out.append(SameAs(e, a, sim, pids))
-        return out
+        seen_in = self._alias_passages({a for _, a, _ in rows} | {e for e, _, _ in rows})
+        return same_as_records(rows, seen_in, passage_ids, match)
 
     def _alias_passages(self, aliases: set[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)

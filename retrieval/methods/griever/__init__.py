@@ -17,8 +17,8 @@ from .config import GrieverConfig
 from .matcher import match, query_ngrams, span_vector
 from .retrieve import Retrieved, combine, composed, rrf_hybrid
 from .rewrite import rewrite_query
-from .scoring import Path, ScoredTriple, extend_paths, passage_scores, score_triple
-from .shortlist import Shortlist, expand_same_as, shortlist_triples
+from .scoring import JoinSet, Path, ScoredTriple, extend_paths, passage_scores, score_triple, select_join_entities
+from .shortlist import Shortlist, shortlist_triples
 
 __all__ = ["Griever", "GrieverConfig"]
 
@@ -34,6 +34,7 @@ class Griever(Method):
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg: GrieverConfig = self.config
+        cfg.check()
         store = self.ctx.store
         q = question
         retrieved: dict[str, float] = {}        # R: passage → cosine to the query that found it
@@ -77,21 +78,22 @@ class Griever(Method):
             scope = set(retrieved) if cfg.same_as_scope == "retrieved" else None
             with tracer.stage(f"shortlist_{i}", f"Shortlist triples via {cfg.shortlist_index} (iteration {i})") as st:
                 sl = shortlist_triples(store, q, enc.vector, [h.id for h in R_i.hits], cfg.t_max, scope,
-                                       cfg.shortlist_index, cfg.shortlist, cfg.rrf_depth_factor, cfg.k_rrf)
+                                       cfg.shortlist_index, cfg.shortlist, cfg.rrf_depth_factor, cfg.k_rrf,
+                                       cfg.same_as_match)
                 self._shortlist_payload(st, sl)
                 if not sl.triples:
                     st.empty("the retrieved passages have no triple whose partial triple matches the query")
-            with tracer.stage(f"same_as_{i}", f"Synonyms of join entities (iteration {i})") as st:
-                st.payload = {"scope": cfg.same_as_scope,
-                              "synonyms": [{"entity": s.entity, "alias": s.alias, "similarity": s.similarity,
-                                            "from_passages": s.passage_ids[:3]} for s in sl.synonyms]}
+            with tracer.stage(f"same_as_{i}", f"Synonyms of the triples' entities (iteration {i})") as st:
+                st.payload = {"scope": cfg.same_as_scope, "match": cfg.same_as_match,
+                              "synonyms": [self._alias_payload(s, retrieved) for s in sl.synonyms]}
                 g = st.graph()
                 for s in sl.synonyms:
                     g.edge(g.node("e:" + s.entity, "entity", s.entity), g.node("e:" + s.alias, "entity", s.alias),
                            "same_as", f"{s.similarity:.2f}", s.similarity)
                     aliases.setdefault(s.entity, set()).add(s.alias)
                 if not sl.synonyms:
-                    st.empty("no alias of these entities was seen in the retrieved passages")
+                    st.empty("no same_as record of these entities passed the retrieved-passage filter"
+                             if scope is not None else "these entities have no same_as record")
             # --- §4.3 + §4.4: match and score ----------------------------------------------
             with tracer.stage(f"match_{i}", f"Entity and relation matching on query n-grams (iteration {i})") as st:
                 scored = self._score(st, enc, sl, aliases)
@@ -102,12 +104,14 @@ class Griever(Method):
                 paths = extend_paths(paths, scored, aliases)
                 if not scored:
                     st.empty("no triple to score")
-            # --- §4.5 rewrite, and the next iteration's filter -------------------------------
-            joins = list(dict.fromkeys(x.join_entity for x in scored))
-            join_syn = expand_same_as(store, joins, scope)
-            for s in join_syn:
-                aliases.setdefault(s.entity, set()).add(s.alias)
-            E_i = list(dict.fromkeys(joins + [s.alias for s in join_syn]))
+            # --- Algorithm 1: E_i from the scored triples, within Algorithm 2's E_j ------------
+            with tracer.stage(f"join_{i}", f"Join entities E_i for the next hop (iteration {i})") as st:
+                joins = select_join_entities(scored, sl.join_entities, sl.synonyms, cfg.join_entities,
+                                             cfg.join_min_score)
+                E_i = joins.entities
+                self._join_payload(st, sl, joins, retrieved)
+                if not E_i:
+                    st.empty("no scored triple joins on an entity of E_j")
             if i < cfg.n_iterations:
                 with tracer.stage(f"rewrite_{i}", f"Heuristic query rewrite (after iteration {i})") as st:
                     rw = rewrite_query(q, scored[0] if scored else None, cfg.rewrite_min_score,
@@ -211,6 +215,31 @@ class Griever(Method):
         for e in sl.join_entities[:30]:
             if any(n.id == "e:" + e for n in g.nodes):
                 next(n for n in g.nodes if n.id == "e:" + e).attrs["join"] = True
+
+    @staticmethod
+    def _alias_payload(s, retrieved: dict) -> dict:
+        inside = [p for p in s.passage_ids if p in retrieved]
+        return {"entity": s.entity, "alias": s.alias, "similarity": round(s.similarity, 4),
+                "alias_in_retrieved": bool(inside),
+                "alias_passages": (inside or s.passage_ids)[:3]}
+
+    def _join_payload(self, st, sl: Shortlist, joins: JoinSet, retrieved: dict) -> None:
+        cfg: GrieverConfig = self.config
+        st.payload = {
+            "E_j": sl.join_entities[:50], "E_i": joins.entities[:50], "n_E_j": len(sl.join_entities),
+            "n_E_i": len(joins.entities), "mode": cfg.join_entities, "join_min_score": cfg.join_min_score,
+            "why_not_in_E_i": [{"entity": e, "why": w} for e, w in list(joins.dropped.items())[:30]],
+            "aliases_added": [self._alias_payload(s, retrieved) for s in joins.aliases],
+            "aliases_only_outside_retrieved": sorted({s.alias for s in joins.aliases
+                                                      if not any(p in retrieved for p in s.passage_ids)})}
+        g = st.graph()
+        for e in joins.entities:
+            g.node("e:" + e, "entity", e, join=True)
+        for s in joins.aliases:
+            g.edge(g.node("e:" + s.entity, "entity", s.entity, join=True), "e:" + s.alias, "same_as",
+                   f"{s.similarity:.2f}", s.similarity)
+        for e in list(joins.dropped)[:20]:
+            g.node("e:" + e, "entity", e, dropped=True)
 
     def _score(self, st, enc, sl: Shortlist, aliases: dict[str, set[str]]) -> list[ScoredTriple]:
         """§4.3: entity score = best n-gram similarity of the entity or any synonym; the

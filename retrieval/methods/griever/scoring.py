@@ -82,3 +82,45 @@ def passage_scores(paths: list[Path]) -> dict[str, tuple[float, Path]]:
             if pid not in best or value > best[pid][0]:
                 best[pid] = (value, path)
     return best
+
+
+@dataclass
+class JoinSet:
+    """E_i of Algorithm 1 (the entities the next hop must contain) and how it came from E_j."""
+    entities: list[str]                        # E_i: join entities, then their aliases
+    aliases: list                              # SameAs records that added a name to E_i
+    dropped: dict[str, str]                    # E_j entity → why it is not in E_i
+
+
+def select_join_entities(scored: list[ScoredTriple], E_j: list[str], join_synonyms: list, mode: str = "scored",
+                         min_score: float = 0.0) -> JoinSet:
+    """(scored_triples, E_i) ← score_triples(q, T), Algorithm 1: each scored triple joins on the
+    entity its best partial triple (eq. 2) did not match; E_i keeps those that are in E_j
+    (Algorithm 2's complements), with E_j's same_as aliases. `mode="every"` is our earlier
+    reading: the other entity of every scored triple, in E_j or not."""
+    in_E_j = set(E_j)
+    chosen: list[str] = []
+    for x in sorted(scored, key=lambda x: -x.score):
+        if x.score < min_score:
+            continue
+        if mode == "every" or x.join_entity in in_E_j:
+            chosen.append(x.join_entity)
+    chosen = list(dict.fromkeys(chosen))
+    picked = set(chosen)
+    dropped: dict[str, str] = {}
+    best_side = {}
+    for x in scored:
+        best_side.setdefault(x.entity, x)
+    for e in E_j:
+        if e in picked:
+            continue
+        x = best_side.get(e)
+        if x is not None and x.score >= min_score:
+            dropped[e] = (f"the query matched it in ({x.triple.subject}) -[{x.triple.predicate}]-> "
+                          f"({x.triple.object}), so that triple joins on {x.join_entity!r} instead")
+        else:
+            dropped[e] = (f"its triples scored below join_min_score = {min_score}" if min_score > 0
+                          else "no scored triple joins on it")
+    aliases = [s for s in join_synonyms if s.entity in picked and s.alias not in picked]
+    names = list(dict.fromkeys(chosen + [s.alias for s in aliases]))
+    return JoinSet(names, aliases, dropped)

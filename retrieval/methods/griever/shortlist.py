@@ -10,10 +10,11 @@ from ...records import PartialTriple, SameAs, Triple
 from ...store.base import Filter, SearchStore
 
 
-def expand_same_as(store: SearchStore, entities: Iterable[str], retrieved: Optional[set[str]]) -> list[SameAs]:
-    """§4.2.3: synonyms of the entities; with `retrieved`, only aliases seen in those passages,
-    so the alias belongs to the sense of the entity in this context ("Orange" the company)."""
-    return store.same_as(list(entities), retrieved)
+def expand_same_as(store: SearchStore, entities: Iterable[str], retrieved: Optional[set[str]],
+                   match: str = "record") -> list[SameAs]:
+    """§4.2.3: synonyms of the entities from the same_as records that the retrieved passages
+    select (all of such a record's aliases, wherever they occur); `retrieved=None` = no filter."""
+    return store.same_as(list(entities), retrieved, match)
 
 
 @dataclass
@@ -22,17 +23,31 @@ class Shortlist:
     triples: list[Triple]                   # T after shortlisting
     partials: list[tuple[PartialTriple, float]] = field(default_factory=list)  # P_T with RRF scores
     join_entities: list[str] = field(default_factory=list)                   # E_j
-    synonyms: list[SameAs] = field(default_factory=list)
+    synonyms: list[SameAs] = field(default_factory=list)                     # of E, for the matcher
+    join_synonyms: list[SameAs] = field(default_factory=list)                # expand_same_as(E_j)
     filter: Optional[Filter] = None
 
 
 def shortlist_triples(store: SearchStore, query: str, vector: np.ndarray, passages: list[str], t_max: int,
                       retrieved: Optional[set[str]], index: str = "partial_triples", enabled: bool = True,
-                      depth_factor: int = 2, k_rrf: int = 60) -> Shortlist:
-    """Algorithm 2: the passages' triples, cut to those whose partial triples the query matches."""
+                      depth_factor: int = 2, k_rrf: int = 60, match: str = "record") -> Shortlist:
+    """Algorithm 2: the passages' triples, cut to those whose partial triples the query matches;
+    returns them with E_j (the complements that close a kept triple) and E_j's synonyms."""
+    sl = _shortlist(store, query, vector, passages, t_max, retrieved, index, enabled, depth_factor, k_rrf, match)
+    by_entity = {}
+    for s in sl.synonyms:
+        by_entity.setdefault(s.entity, []).append(s)
+    sl.join_synonyms = [s for e in sl.join_entities for s in by_entity.get(e, [])]
+    return sl
+
+
+def _shortlist(store: SearchStore, query: str, vector: np.ndarray, passages: list[str], t_max: int,
+               retrieved: Optional[set[str]], index: str, enabled: bool, depth_factor: int, k_rrf: int,
+               match: str) -> Shortlist:
     T = store.triples_of_passages(passages)
     E = {t.subject for t in T} | {t.object for t in T}
-    synonyms = expand_same_as(store, E, retrieved)
+    # E ∪ expand_same_as(E) once: E_j ⊆ E, so its synonyms are a subset of these.
+    synonyms = expand_same_as(store, E, retrieved, match)
     E_all = E | {s.alias for s in synonyms}
     if not enabled:  # Table 3, w/o shortlisting: every triple goes to the scorer
         return Shortlist(T, T, [], sorted(E), synonyms)

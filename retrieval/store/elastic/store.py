@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import ConfigError, KBError
 from ...kb.schema import SCHEMA_VERSION
 from ...records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
-from ..base import INDICES, Filter, Hit, SearchStore, StoreInfo
+from ..base import INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
 from . import queries as Q
 from .mappings import index_name
 
@@ -222,7 +222,8 @@ class ElasticStore(SearchStore):
         found = self._partials_by_key(keys) if keys else {}
         return {k: int(found[k].get("freq", 1)) for k in keys if k in found}
 
-    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None) -> list[SameAs]:
+    def same_as(self, names: Iterable[str], passage_ids: Optional[Iterable[str]] = None,
+                match: str = "record") -> list[SameAs]:
         names = list(names)
         if not names:
             return []
@@ -231,19 +232,11 @@ class ElasticStore(SearchStore):
         rows = [h["_source"] for h in self._search("same_as", body)]
         if not rows:
             return []
-        aliases = {r["alias"] for r in rows}
-        by_name = {h["_source"]["name"]: h["_source"].get("passage_ids", []) for h in self._search_all(
-            "entities", Q.terms_body("name", aliases, PAGE, source=["name", "passage_ids"]))}
-        allowed = set(passage_ids) if passage_ids is not None else None
-        out = []
-        for r in rows:
-            pids = by_name.get(r["alias"], [])
-            if allowed is not None:
-                pids = [p for p in pids if p in allowed]
-                if not pids:
-                    continue
-            out.append(SameAs(r["entity"], r["alias"], float(r["similarity"]), pids))
-        return out
+        named = {r["alias"] for r in rows} | {r["entity"] for r in rows}
+        seen_in = {h["_source"]["name"]: h["_source"].get("passage_ids", []) for h in self._search_all(
+            "entities", Q.terms_body("name", named, PAGE, source=["name", "passage_ids"]))}
+        return same_as_records([(r["entity"], r["alias"], r["similarity"]) for r in rows], seen_in, passage_ids,
+                               match)
 
     def entities(self, ids: Sequence[int]) -> list[tuple[int, str, Optional[str]]]:
         docs = self._mget("entities", ids, ["name", "type"])

@@ -4,7 +4,7 @@
   expansion (E_cand, eq. 3) → coarse_rank (Ê) → rerank (E*) → direct_chunks → merge (C_out, eq. 4)
 
 Each stage is one link of §3.5's auditable chain and lists the SQL it ran. Without an LLM,
-U_q comes from spaCy NER and the rerank is the lightweight (embedding) one; a `fallback`
+U_q comes from spaCy NER and there is no rerank (Ê keeps its coarse order); a `fallback`
 stage says so.
 """
 from __future__ import annotations
@@ -16,13 +16,15 @@ from .config import SagConfig
 from .stages import (stage_coarse_rank, stage_direct_chunks, stage_entity_expansion, stage_expansion,
                      stage_merge, stage_query_entities, stage_rerank, stage_seed_events)
 
-RERANKERS = ("llm", "embedding")
+# "none" keeps the coarse cosine order: it is not Table 6's lightweight reranker (no reranker
+# model ships offline; see docs/sag.md), and is named for what it does.
+RERANKERS = ("llm", "none")
 
 
 class Sag(Method):
     name, title, Config = "sag", "SAG (SQL + query-time hyperedges)", SagConfig
     uses_llm = True
-    # The output is K_out chunks whatever k is (§4.4); a larger k only deepens the direct path.
+    # The output is at most K_out chunks whatever k is (§4.4, eq. 4).
     k_dependent = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
@@ -31,11 +33,11 @@ class Sag(Method):
             raise ConfigError(f"sag reranker must be one of {RERANKERS}, got {cfg.reranker!r}")
         reranker = cfg.reranker
         if self.ctx.llm is None and reranker == "llm":
-            with tracer.stage("fallback", "No LLM: lightweight variant") as st:
+            with tracer.stage("fallback", "No LLM: no rerank") as st:
                 st.status = "skipped"
                 st.message = ("no LLM is configured (--llm none): query entities come from spaCy NER and the "
-                              "rerank scores events by embedding similarity (the lightweight reranker of Table 6)")
-            reranker = "embedding"
+                              "rerank is skipped — the top K_event events of the coarse cosine ranking are kept")
+            reranker = "none"
         qvec = self.ctx.embedder.encode_query(question).vector
         u_q = stage_query_entities(self.ctx, tracer, question)
         u_hat = stage_entity_expansion(self.ctx, tracer, u_q, cfg)
@@ -44,11 +46,11 @@ class Sag(Method):
         candidates = seeds + [ev for h in hops for ev in h.new_events]
         shortlist = stage_coarse_rank(self.ctx, tracer, qvec, candidates, cfg)
         chosen = stage_rerank(self.ctx, tracer, question, shortlist, cfg, reranker)
-        k_out = max(cfg.k_out, k)
-        # K_direct chunks are the semantic path's share; it is read k_out deep so that after
-        # de-duplication against the event chunks C_out still holds k_out chunks.
-        direct = stage_direct_chunks(self.ctx, tracer, qvec, cfg.k_direct, k_out)
-        merged = stage_merge(self.ctx, tracer, chosen, direct, k_out)
+        # Eq. 4: C_out = TopK_{K_out}(C^event ∪ C^direct) with exactly K_direct direct chunks, so
+        # Table 7's K_event / K_direct splits are reproducible; after de-duplication C_out may
+        # hold fewer than K_out chunks, as in the paper.
+        direct = stage_direct_chunks(self.ctx, tracer, qvec, cfg.k_direct)
+        merged = stage_merge(self.ctx, tracer, chosen, direct, cfg.k_out)
         return final_stage(tracer, ranked_from_hits(self.ctx, merged), question,
                            "event-derived chunks (in rerank order), then direct chunks (eq. 4)")
 

@@ -15,9 +15,11 @@ class SagConfig:
     k_event: int = 5                # events kept by the rerank (Table 7)
     k_direct: int = 5               # chunks from direct query-vector retrieval (Table 7)
     k_out: int = 10                 # chunks returned
-    # "llm": one joint selection over the candidate set (§3.4); "embedding": the lightweight
-    # reranker of Table 6 — each event scored alone, here by its cosine to the query (offline).
+    # "llm": one joint selection over the candidate set (§3.4); "none": no rerank, Ê's coarse
+    # cosine order is kept (variant `sag_no_rerank`; Table 6's Qwen3-Reranker has no offline
+    # package, so this is a lower bound for it, not a reproduction).
     reranker: str = "llm"
+    near_miss_margin: float = 0.1   # ours: the trace lists entities/events this far below a threshold
     # The rerank prompt lists each candidate with its entities; long events are cut to this many
     # words so 100 candidates fit a small model's context (~4k tokens).
     event_max_words: int = 30

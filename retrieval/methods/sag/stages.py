@@ -76,16 +76,22 @@ def stage_entity_expansion(ctx: Context, tracer: Tracer, entities: list[tuple[st
         vectors = ctx.embedder.encode([n for n, _ in entities]) if entities else []
         for (name, etype), vec in zip(entities, vectors):
             matched: dict[int, float] = {i: 1.0 for i in exact.get(normalize_entity(name), [])}
+            near: dict[int, float] = {}
             for h in ctx.store.knn("entities", vec, cfg.k_seed):
                 if h.score >= cfg.entity_threshold:
                     matched.setdefault(int(h.id), round(float(h.score), 4))
-            names = _entity_names(ctx, matched)
+                elif h.score >= cfg.entity_threshold - cfg.near_miss_margin and int(h.id) not in matched:
+                    near[int(h.id)] = round(float(h.score), 4)
+            names = _entity_names(ctx, {**matched, **near})
             rows.append({"query_entity": name, "type": etype,
-                         "matches": [{"entity": names.get(i, str(i)), "similarity": s} for i, s in matched.items()]})
+                         "matches": [{"entity": names.get(i, str(i)), "similarity": s} for i, s in matched.items()],
+                         "near_misses": [{"entity": names.get(i, str(i)), "similarity": s}
+                                         for i, s in list(near.items())[:8]]})
             for i, s in matched.items():
                 if i not in out or out[i][1] < s:
                     out[i] = (names.get(i, str(i)), s)
-        st.payload = {"expanded": rows, "n_entities": len(out)}
+        st.payload = {"expanded": rows, "n_entities": len(out), "threshold": cfg.entity_threshold,
+                      "near_miss_band": [round(cfg.entity_threshold - cfg.near_miss_margin, 4), cfg.entity_threshold]}
         _sql(st, log)
         g = st.graph()
         for r in rows:
@@ -105,15 +111,21 @@ def stage_seed_events(ctx: Context, tracer: Tracer, qvec: np.ndarray, entities: 
             ctx.store.recording() as log:
         by_entity = ctx.store.events_of_entities(list(entities)) if entities else {}
         path_a = list(dict.fromkeys(ev for ent in entities for ev in by_entity.get(ent, [])))
-        path_b = [int(h.id) for h in ctx.store.knn("events", qvec, cfg.k_seed) if h.score >= cfg.event_threshold]
+        vector_hits = ctx.store.knn("events", qvec, cfg.k_seed)
+        path_b = [int(h.id) for h in vector_hits if h.score >= cfg.event_threshold]
+        near = [h for h in vector_hits if cfg.event_threshold - cfg.near_miss_margin <= h.score < cfg.event_threshold
+                and int(h.id) not in path_a][:10]
         seeds = list(dict.fromkeys(path_a + path_b))
-        events = {e.id: e for e in ctx.store.events(seeds)}
+        events = {e.id: e for e in ctx.store.events(seeds + [int(h.id) for h in near])}
         sims = dict(zip(seeds, ctx.store.similarities("events", qvec, seeds))) if seeds else {}
         st.payload = {
             "path_a_entity_join": len(path_a), "path_b_vector": len(path_b), "union": len(seeds),
             "events": [{"event": events[i].summary, "passage_id": events[i].passage_id,
                         "path": "A+B" if i in path_a and i in path_b else ("A" if i in path_a else "B"),
                         "similarity": round(float(sims[i]), 4)} for i in seeds[:60] if i in events],
+            "tau": cfg.event_threshold,
+            "near_misses_below_tau": [{"event": events[int(h.id)].summary, "passage_id": events[int(h.id)].passage_id,
+                                       "similarity": round(float(h.score), 4)} for h in near if int(h.id) in events],
         }
         _sql(st, log)
         _event_graph(st, [events[i] for i in seeds if i in events])
@@ -139,12 +151,14 @@ def stage_expansion(ctx: Context, tracer: Tracer, qvec: np.ndarray, seeds: list[
 
         hops = expand(seeds, seed_entities, ctx.store.entities_of_events, ctx.store.events_of_entities,
                       cfg.hops, cfg.frontier_budget, rank)
-        names = _entity_names(ctx, {e for h in hops for e in h.frontier})
+        names = _entity_names(ctx, {e for h in hops for e in h.frontier + h.pruned[:200]})
         new = [ev for h in hops for ev in h.new_events]
         events = {e.id: e for e in ctx.store.events(new[:200])}
         st.payload = {
             "hops": [{"hop": h.hop, "frontier": [names.get(e, e) for e in h.frontier[:50]],
-                      "frontier_size": len(h.frontier), "pruned": len(h.pruned), "new_events": len(h.new_events),
+                      "frontier_size": len(h.frontier), "pruned": len(h.pruned),
+                      "pruned_entities": [names.get(e, e) for e in h.pruned[:200]],
+                      "budget": cfg.frontier_budget, "new_events": len(h.new_events),
                       "examples": [{"event": events[ev].summary, "via": [names.get(e, e) for e in h.via[ev]]}
                                    for ev in h.new_events[:15] if ev in events]} for h in hops],
             "candidates": len(seeds) + len(new),
@@ -176,9 +190,9 @@ def stage_coarse_rank(ctx: Context, tracer: Tracer, qvec: np.ndarray, candidates
 
 def stage_rerank(ctx: Context, tracer: Tracer, question: str, cands: list[Hit], cfg: SagConfig,
                  reranker: str) -> list[int]:
-    """E* = Rerank(Ê, q): one joint LLM selection of K_event events (§3.4), or the lightweight
-    reranker (Table 6) that scores each event alone."""
-    title = "E*: LLM selects events jointly" if reranker == "llm" else "E*: lightweight rerank (embedding)"
+    """E* = Rerank(Ê, q): one joint LLM selection of K_event events (§3.4); with `none`, the
+    first K_event of Ê's coarse order (no reranker)."""
+    title = "E*: LLM selects events jointly" if reranker == "llm" else "E*: no rerank (coarse order kept)"
     with tracer.stage("rerank", title) as st:
         events = {e.id: e for e in ctx.store.events([h.id for h in cands])}
         listed = [h.id for h in cands if h.id in events]
@@ -204,13 +218,11 @@ def stage_rerank(ctx: Context, tracer: Tracer, question: str, cands: list[Hit], 
     return chosen
 
 
-def stage_direct_chunks(ctx: Context, tracer: Tracer, qvec: np.ndarray, k_direct: int, depth: int) -> list[Hit]:
-    """C^direct: chunks by the query vector (§3.4 Path B); K_direct of them, read `depth` deep
-    so that merging can fill C_out after de-duplication."""
+def stage_direct_chunks(ctx: Context, tracer: Tracer, qvec: np.ndarray, k_direct: int) -> list[Hit]:
+    """C^direct = Embed_top-K(q): the K_direct chunks nearest the query vector (§3.4 Path B)."""
     with tracer.stage("direct_chunks", f"C^direct: top {k_direct} chunks by query vector") as st:
-        hits = ctx.store.knn("passages", qvec, max(k_direct, depth)) if k_direct > 0 else []
-        st.payload = {"k_direct": k_direct, "read_depth": max(k_direct, depth) if k_direct > 0 else 0,
-                      "chunks": hits_payload(ctx, hits)}
+        hits = ctx.store.knn("passages", qvec, k_direct) if k_direct > 0 else []
+        st.payload = {"k_direct": k_direct, "chunks": hits_payload(ctx, hits)}
         if not hits:
             st.empty("K_direct = 0: the semantic path is off" if k_direct <= 0 else "no chunk retrieved")
     return hits
@@ -221,19 +233,27 @@ def stage_merge(ctx: Context, tracer: Tracer, chosen_events: list[int], direct: 
     Table 7's R@2 jump at K_event = 2 implies."""
     with tracer.stage("merge", f"C_out: event chunks ∪ direct chunks, top {k_out}") as st:
         events = {e.id: e for e in ctx.store.events(chosen_events)}
-        order: dict[str, tuple[float, str]] = {}
-        for rank, ev in enumerate(chosen_events):
-            if ev in events:
-                order.setdefault(events[ev].passage_id, (1.0 / (1 + rank), "event"))
-        for rank, h in enumerate(direct):
-            order.setdefault(h.id, (0.5 / (1 + rank), "direct"))
+        c_event = list(dict.fromkeys(events[ev].passage_id for ev in chosen_events if ev in events))
+        order: dict[str, str] = {pid: "event" for pid in c_event}
+        duplicates = []
+        for h in direct:
+            if h.id in order:
+                duplicates.append(h.id)
+            else:
+                order[h.id] = "direct"
         merged = list(order.items())[:k_out]
         hits = [Hit(pid, 1.0 - i / max(1, len(merged))) for i, (pid, _) in enumerate(merged)]
         payload = hits_payload(ctx, hits)
-        for row, (_, (_, src)) in zip(payload, merged):
+        for row, (_, src) in zip(payload, merged):
             row["from"] = src
-        st.payload = {"k_out": k_out, "chunks": payload,
-                      "from_events": sum(1 for _, (_, s) in merged if s == "event")}
+        kept = {pid for pid, _ in merged}
+        st.payload = {"k_out": k_out, "k_event_events": len(chosen_events), "c_event": len(c_event),
+                      "c_direct": len(direct), "from_events": sum(1 for _, s in merged if s == "event"),
+                      "from_direct": sum(1 for _, s in merged if s == "direct"),
+                      "direct_filled": [r["title"] for r in payload if r["from"] == "direct"],
+                      "direct_already_event_chunks": duplicates,
+                      "cut_by_k_out": [pid for pid in order if pid not in kept],
+                      "chunks": payload}
         if not hits:
             st.empty("both paths are empty")
     return hits

@@ -16,6 +16,7 @@ from ..base import Method, final_stage, ranked_from_hits
 from .agent import (SubAgentState, stage_evaluate, stage_plan, stage_rewrite, stage_search, stage_select,
                     stage_synthesis, stage_vote)
 from .config import GraspConfig
+from .prompts import statement_keywords
 
 VOTES = ("rankvote", "uniform")
 
@@ -51,7 +52,10 @@ class Grasp(Method):
                 answer = verdict["answer"] or answer
                 if verdict["action"] == "DONE" or not verdict["next_statement"]:
                     break
+                # §3.3 QUERY_AGAIN restarts step ❶, whose hybrid search takes both s_i and K: both
+                # are rewritten. Keywords the model left out come from the new statement itself.
                 statement = verdict["next_statement"]
+                keywords = verdict["next_keywords"] or statement_keywords(statement)
             history.append((rw["resolved"], answer or "unknown"))
         tracer.answer = stage_synthesis(ctx, tracer, question, history)
         evidence = list(dict.fromkeys(p for s in states for p in s.evidence))

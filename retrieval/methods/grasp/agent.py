@@ -75,15 +75,20 @@ def stage_search(ctx: Context, tracer: Tracer, statement: str, keywords: list[st
         scored = sorted(((p, sigma(float(cos[p]), bm.get(p, 0.0), cfg.lam)) for p in pool), key=lambda x: -x[1])
         top = dict(scored[: cfg.m])
         links = ctx.store.entities_of_propositions(list(top))
-        ents = {e for es in links.values() for e in es} - state.visited_entities
+        linked = {e for es in links.values() for e in es}
+        ents = linked - state.visited_entities
+        revisits = linked & state.visited_entities
         props_of = ctx.store.propositions_of_entities(ents)
         degree = {e: len(ps) for e, ps in props_of.items()}
         links = {p: [e for e in es if e in ents] for p, es in links.items()}
         scores = entity_scores(top, links, degree)
         cands = sorted(scores.items(), key=lambda kv: -kv[1])[: cfg.k_entities]
-        names = {e: n for e, n, _ in ctx.store.entities([e for e, _ in cands])}
+        names = {e: n for e, n, _ in ctx.store.entities([e for e, _ in cands] + sorted(revisits))}
         texts = {p.id: p.text for p in ctx.store.propositions(list(top)[:15])}
-        st.payload = {"statement": statement, "keywords": keywords, "lambda": cfg.lam, "m": cfg.m,
+        st.payload = {"statement": statement, "keywords": keywords, "bm25_query": " ".join(keywords) or statement,
+                      "lambda": cfg.lam, "m": cfg.m,
+                      "visited_filter": {"propositions_excluded": len(state.visited_propositions),
+                                         "entities_removed": [names.get(e, str(e)) for e in sorted(revisits)]},
                       "propositions": [{"proposition": texts.get(p, str(p)), "sigma": round(s, 4),
                                         "cos": round(float(cos[p]), 4), "bm25": round(bm.get(p, 0.0), 3)}
                                        for p, s in list(top.items())[:15]],
@@ -129,12 +134,15 @@ def stage_vote(ctx: Context, tracer: Tracer, vec: np.ndarray, chosen: list[int],
                state: SubAgentState, cfg: GraspConfig, i: int, it: int) -> list[str]:
     """Step ❸: RankVote over the selected entities' propositions → top d passages (§3.3)."""
     with tracer.stage(f"sub{i}_vote_{it}", f"Sub-agent {i}, round {it}: RankVote → top {cfg.d} passages") as st:
-        props = {p for e in chosen for p in props_of.get(e, [])} - state.visited_propositions
+        reachable = {p for e in chosen for p in props_of.get(e, [])}
+        props = reachable - state.visited_propositions
+        seen_before = sorted(reachable & state.visited_propositions)
         props_l = sorted(props)
         sims = ctx.store.similarities("propositions", vec, props_l) if props_l else []
         ranked = [props_l[j] for j in np.argsort(-np.asarray(sims), kind="stable")] if props_l else []
         records = {p.id: p for p in ctx.store.propositions(ranked)}
         votes = rank_vote(ranked, {p: records[p].passage_id for p in ranked}, uniform=cfg.vote == "uniform")
+        sim_of = dict(zip(props_l, sims))
         state.visited_propositions.update(ranked)
         for pid, s in votes:
             state.votes[pid] = state.votes.get(pid, 0.0) + s
@@ -143,7 +151,14 @@ def stage_vote(ctx: Context, tracer: Tracer, vec: np.ndarray, chosen: list[int],
         titles = {p.id: p.title for p in ctx.store.passages([pid for pid, _ in votes[:10]])}
         st.payload = {"vote": cfg.vote, "propositions": len(ranked),
                       "passages": [{"passage_id": pid, "title": titles.get(pid, ""), "votes": round(s, 4),
-                                    "returned": pid in new} for pid, s in votes[:10]]}
+                                    "returned": pid in new} for pid, s in votes[:10]],
+                      # R(p) and w_j = 1/(1 + R(p)) of §3.3 (w_j = 1 under the uniform ablation)
+                      "ranked_propositions": [
+                          {"R": r, "w": 1.0 if cfg.vote == "uniform" else round(1.0 / (1 + r), 4),
+                           "cos": round(float(sim_of[p]), 4), "proposition": records[p].text,
+                           "passage_id": records[p].passage_id} for r, p in enumerate(ranked[:30], start=1)],
+                      "visited_filter": {"propositions_removed": len(seen_before),
+                                         "examples": [x.text for x in ctx.store.propositions(seen_before[:5])]}}
         g = st.graph()
         for p in ranked[:20]:
             pn = g.node(f"p:{p}", "proposition", records[p].text[:80])

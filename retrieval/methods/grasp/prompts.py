@@ -18,8 +18,9 @@ SELECT_SCHEMA = {"type": "object", "properties": {
 EVALUATE_SCHEMA = {"type": "object", "properties": {
     "observations": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
     "action": {"type": "string", "enum": ["DONE", "QUERY_AGAIN"]},
-    "answer": {"type": "string"}, "next_statement": {"type": "string"}},
-    "required": ["observations", "action", "answer", "next_statement"]}
+    "answer": {"type": "string"}, "next_statement": {"type": "string"},
+    "next_keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 8}},
+    "required": ["observations", "action", "answer", "next_statement", "next_keywords"]}
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 
@@ -74,7 +75,8 @@ def select_messages(sub_question: str, candidates: Sequence[tuple[str, Sequence[
 def evaluate_messages(question: str, sub_question: str, history: Sequence[tuple[str, str]],
                       observations: Sequence[str], evidence: Sequence[tuple[str, str]], can_retry: bool) -> list[dict]:
     docs = "\n\n".join(f"Title: {t}\n{x}" for t, x in evidence) or "(no new passage)"
-    retry = ('If they are not, answer with "action": "QUERY_AGAIN" and a new search statement in "next_statement".'
+    retry = ('If they are not, answer with "action": "QUERY_AGAIN", a new search statement in "next_statement" '
+             'and new search keywords in "next_keywords".'
              if can_retry else 'This is the last search: answer with "action": "DONE" and your best answer.')
     user = (
         "Decide whether the evidence answers the sub-question. Use only the passages and observations below, not "
@@ -83,7 +85,7 @@ def evaluate_messages(question: str, sub_question: str, history: Sequence[tuple[
         f"Main question: {question}\nAnswers so far:\n{_history(history)}\nSub-question: {sub_question}\n"
         f"Observations so far: {'; '.join(observations) or '(none)'}\n\nNew passages:\n{docs}\n\n"
         'Answer as {"observations": ["..."], "action": "DONE" or "QUERY_AGAIN", "answer": "<short answer or empty>", '
-        '"next_statement": "<new search statement or empty>"}.')
+        '"next_statement": "<new search statement or empty>", "next_keywords": ["<keyword>", ...]}.')
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -132,8 +134,10 @@ def parse_evaluation(value: Any) -> dict:
         raise ValueError(f'action must be "DONE" or "QUERY_AGAIN", got {value.get("action")!r}')
     obs = value.get("observations") or []
     obs = [str(o).strip() for o in (obs if isinstance(obs, list) else [obs]) if str(o).strip()]
+    kws = value.get("next_keywords") or []
+    kws = [str(k).strip() for k in (kws if isinstance(kws, list) else [kws]) if str(k).strip()]
     return {"observations": obs, "action": action, "answer": str(value.get("answer") or "").strip(),
-            "next_statement": str(value.get("next_statement") or "").strip()}
+            "next_statement": str(value.get("next_statement") or "").strip(), "next_keywords": kws}
 
 
 def parse_answer(value: Any) -> str:
@@ -141,3 +145,10 @@ def parse_answer(value: Any) -> str:
     if not isinstance(a, (str, int, float)) or not str(a).strip():
         raise ValueError('expected {"answer": "<short answer>"}')
     return str(a).strip()
+
+
+def statement_keywords(statement: str) -> list[str]:
+    """Keywords K for a statement the model gave without any: its content words, in order."""
+    from ...store.sqlite import STOPWORDS
+    words = [w.strip(".,;:!?\"'()") for w in statement.split()]
+    return list(dict.fromkeys(w for w in words if w and w.lower() not in STOPWORDS))[:8]

@@ -182,3 +182,17 @@ class Tracer:
             self.stages.append(st)
             if self.on_stage:
                 self.on_stage(st)
+
+
+class NestedTracer(Tracer):
+    """A method run inside another method's pipeline (GEAR over GRIEVER, GRIEVER Table 4): its
+    stages go to the parent's trace, named `<prefix>.<stage>`, streamed as they finish."""
+
+    def __init__(self, parent: Tracer, prefix: str, label: str):
+        super().__init__(None)
+        self.parent, self.prefix, self.label = parent, prefix, label
+
+    @contextmanager
+    def stage(self, name: str, title: str) -> Iterator[Stage]:
+        with self.parent.stage(f"{self.prefix}.{name}", f"{self.label} › {title}") as st:
+            yield st

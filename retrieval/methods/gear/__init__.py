@@ -63,7 +63,7 @@ class NaiveGE(Method):
 
     def naive(self, question: str, k: int, tracer: Tracer) -> list[Hit]:
         cfg = self.config
-        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
+        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base, cfg.base_over_triples, base_k=cfg.base_k)
         with tracer.stage("seeds", "Seeds: all triples of the base passages (NaiveGE)") as st:
             seeds = self.ctx.store.triples_of_passages([h.id for h in base])
             st.payload = {"seeds": [t.text for t in seeds[:100]], "n": len(seeds)}
@@ -92,7 +92,7 @@ class SyncGE(_ReadingGE):
 
     def read_and_expand(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg = self.config
-        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base_retriever, cfg.base_over_triples)
+        base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base, cfg.base_over_triples, base_k=cfg.base_k)
         proximal = stage_read(self.ctx, tracer, question, base, [], cfg.read_max_words)
         seeds = stage_triple_link(self.ctx, tracer, proximal)
         fused = expansion(self.ctx, tracer, question, qvec, base, seeds, cfg, k)
@@ -112,8 +112,9 @@ class Gear(_ReadingGE):
         query = question
         asked = {question.strip().lower()}
         for n in range(1, rounds + 1):
-            base, qvec = stage_base(self.ctx, tracer, query, cfg.agent_base_k, cfg.base_retriever,
-                                    cfg.base_over_triples, name=f"base_{n}", title=f"Round {n} base retrieval")
+            base, qvec = stage_base(self.ctx, tracer, query, cfg.agent_base_k, cfg.base,
+                                    cfg.base_over_triples, name=f"base_{n}", title=f"Round {n} base retrieval",
+                                    base_k=cfg.base_k)
             proximal = stage_read(self.ctx, tracer, question, base, memory, cfg.read_max_words, name=f"read_{n}")
             seeds = stage_triple_link(self.ctx, tracer, proximal, name=f"triple_link_{n}")
             expanded = expansion(self.ctx, tracer, query, qvec, base, seeds, cfg, cfg.agent_base_k, f"_{n}")
@@ -136,7 +137,7 @@ class Gear(_ReadingGE):
                 break
             asked.add(nxt.strip().lower())
             query = nxt
-        linked = stage_passage_link(self.ctx, tracer, memory, cfg.passage_link_k, cfg.base_retriever, cfg.k_rrf)
+        linked = stage_passage_link(self.ctx, tracer, memory, cfg.passage_link_k, cfg.base, cfg.k_rrf)
         labels = [f"passageLink({' '.join(t)})" for t in memory] + [f"C_q({i + 1})" for i in range(len(per_round))]
         fused = stage_rrf(self.ctx, tracer, linked + per_round, labels, k, cfg.k_rrf, "final_rrf",
                           "RRF(linked passages, every round's passages)", "9")

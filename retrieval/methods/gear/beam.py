@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Optional, Sequence
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Beam:
     step_score: float = 0.0 # score(q, T∘t) of the last extension
     rank_in_parent: int = 0 # n in Algorithm 1, line 16
     weight: float = 1.0     # e^(−min(n,γ)/γ), line 18
+    parent: int = -1        # index of the beam it extends in the previous step
 
     @property
     def last(self) -> Hashable:
@@ -33,8 +34,10 @@ def diverse_triple_beam_search(
         seeds: Sequence[Hashable],
         neighbours: Callable[[Hashable], Sequence[Hashable]],
         score: Callable[[list[tuple[Hashable, ...]]], Sequence[float]],
-        width: int, length: int, gamma: float, diversity: bool = True) -> list[list[Beam]]:
-    """Algorithm 1. Returns every step's beams B_0 … B_{l-1}, best first; the last is the result."""
+        width: int, length: int, gamma: float, diversity: bool = True,
+        pools: Optional[list[list[Beam]]] = None) -> list[list[Beam]]:
+    """Algorithm 1. Returns every step's beams B_0 … B_{l-1}, best first; the last is the result.
+    With `pools`, each step's candidate extensions before top-b are appended to it (for the trace)."""
     seeds = list(dict.fromkeys(seeds))
     if not seeds:
         return []
@@ -45,7 +48,7 @@ def diverse_triple_beam_search(
         prev = steps[-1]
         on_beams = {t for b in prev for t in b.triples}  # exists(t, B_{i-1}): no revisits
         candidates: list[Beam] = []
-        for beam in prev:
+        for parent, beam in enumerate(prev):
             ext = [t for t in neighbours(beam.last) if t not in on_beams]
             if not ext:
                 continue
@@ -54,7 +57,9 @@ def diverse_triple_beam_search(
                             key=lambda x: -x[0])
             for n, (s, seq, step) in enumerate(scored):
                 w = diversity_weight(n, gamma) if diversity else 1.0
-                candidates.append(Beam(seq, s * w, step, n, w))
+                candidates.append(Beam(seq, s * w, step, n, w, parent))
+        if pools is not None:
+            pools.append(candidates)
         if not candidates:
             break  # no beam can grow: the previous step stands (Algorithm 1 would return nothing)
         steps.append(sorted(candidates, key=lambda b: -b.score)[:width])

@@ -7,9 +7,13 @@ from typing import Optional
 
 @dataclass
 class GearConfig:
-    # Base retriever h_base (§3): bm25 | sbert | hybrid (BM25+SBERT by RRF, §6.1). The paper's
-    # best single-step setup is Hybrid; C.2: the initial retrieval reads passages only.
-    base_retriever: str = "hybrid"
+    # Base retriever h_base (§3): bm25 | sbert | hybrid (BM25+SBERT by RRF, §6.1), or any other
+    # registered method by name (GRIEVER Table 4: `base=griever`), whose stages then appear
+    # inside GEAR's trace. The paper's best single-step setup is Hybrid; C.2: the initial
+    # retrieval reads passages only.
+    base: str = "hybrid"
+    # k a method base is called with; None = GEAR's own k. GRIEVER Table 4's footnote: k = 5.
+    base_k: Optional[int] = None
     # Eq. 10: also rank the triple index and fuse (passages ∪ triples). C.2 leaves T unused for
     # the initial retrieval, so off by default; passageLink (eq. 11) always uses it.
     base_over_triples: bool = False

@@ -24,6 +24,7 @@ class TripleGraph:
         self.triples: dict[int, Triple] = {}
         self._vec: dict[int, np.ndarray] = {}
         self.encoder_passes = 0
+        self.capped: dict[int, list[int]] = {}   # triple → neighbours the cap dropped (a hub entity)
 
     def add(self, triples: list[Triple]) -> None:
         new = [t for t in triples if t.id not in self.triples]
@@ -41,7 +42,9 @@ class TripleGraph:
         if len(ids) > self.cfg.neighbours_per_beam:
             # A hub entity ("United States") has thousands of triples; keep the ones nearest the query.
             sims = np.array([self._vec[i] @ self.q for i in ids])
-            ids = [ids[j] for j in np.argsort(-sims, kind="stable")[: self.cfg.neighbours_per_beam]]
+            order = np.argsort(-sims, kind="stable")
+            self.capped[tid] = [ids[j] for j in order[self.cfg.neighbours_per_beam:]]
+            ids = [ids[j] for j in order[: self.cfg.neighbours_per_beam]]
         return ids
 
     def score(self, seqs: list[tuple[Hashable, ...]]) -> list[float]:
@@ -61,6 +64,26 @@ def _beam_rows(graph: TripleGraph, beams: list[Beam]) -> list[dict]:
              "diversity_weight": round(b.weight, 4)} for b in beams]
 
 
+def _candidate_rows(graph: TripleGraph, prev: list[Beam], pool: list[Beam], kept: list[Beam],
+                    per_beam: int = 12) -> list[dict]:
+    """Each beam of the previous step with its candidate extensions before top-b: the raw
+    sequence score, n (rank within the beam's extensions), the diversity weight and the result."""
+    chosen = {b.triples for b in kept}
+    rows = []
+    for j, beam in enumerate(prev):
+        ext = [b for b in pool if b.parent == j]
+        rows.append({"beam": j + 1, "beam_score": round(beam.score, 4), "last": graph.triples[beam.last].text,
+                     "n_candidates": len(ext),
+                     "neighbours_dropped_by_cap": [graph.triples[i].text for i in graph.capped.get(beam.last, [])
+                                                   if i in graph.triples][:10],
+                     "n_dropped_by_cap": len(graph.capped.get(beam.last, [])),
+                     "candidates": [{"add": graph.triples[b.last].text, "raw": round(b.step_score, 4),
+                                     "accumulated": round(beam.score + b.step_score, 4), "n": b.rank_in_parent,
+                                     "weight": round(b.weight, 4), "weighted": round(b.score, 4),
+                                     "kept": b.triples in chosen} for b in ext[:per_beam]]})
+    return rows
+
+
 def stage_beam_search(ctx: Context, tracer: Tracer, query: str, query_vec: np.ndarray, seeds: list[Triple],
                       cfg: GearConfig, name: str = "beam_search") -> tuple[TripleGraph, list[Beam]]:
     """Diverse Triple Beam Search (§4.2, Algorithm 1): length l, width b, γ = 2b (C.2)."""
@@ -68,13 +91,17 @@ def stage_beam_search(ctx: Context, tracer: Tracer, query: str, query_vec: np.nd
     with tracer.stage(name, f"Diverse triple beam search from {len(seeds)} seed triples") as st:
         graph = TripleGraph(ctx, query_vec, cfg)
         graph.add(seeds)
+        pools: list[list[Beam]] = []
         steps = diverse_triple_beam_search([t.id for t in seeds], graph.neighbours, graph.score,
-                                           cfg.beam_width, cfg.beam_length, gamma, cfg.diversity)
+                                           cfg.beam_width, cfg.beam_length, gamma, cfg.diversity, pools)
         final = steps[-1] if steps else []
         st.payload = {"query": query, "width": cfg.beam_width, "length": cfg.beam_length, "gamma": gamma,
                       "diversity": cfg.diversity, "neighbours_per_beam": cfg.neighbours_per_beam,
                       "scoring": cfg.sequence_scoring, "triples_seen": len(graph.triples),
-                      "steps": [{"step": i, "beams": _beam_rows(graph, b)} for i, b in enumerate(steps)]}
+                      "steps": [{"step": i, "beams": _beam_rows(graph, b),
+                                 **({"extensions": _candidate_rows(graph, steps[i - 1], pools[i - 1], b)}
+                                    if i >= 1 and i - 1 < len(pools) else {})}
+                                for i, b in enumerate(steps)]}
         if cfg.sequence_scoring == "encode":
             st.payload["encoder_passes"] = graph.encoder_passes
         if len(steps) < cfg.beam_length and steps:
@@ -121,8 +148,12 @@ def stage_rrf(ctx: Context, tracer: Tracer, rankings: list[list[Hit]], labels: l
     """RRF of ranked passage lists (eq. 3 for SyncGE, eq. 9 for GEAR)."""
     with tracer.stage(name, title) as st:
         fused = rrf([r for r in rankings if r], k, k_rrf)
+        ranks = [{h.id: n for n, h in enumerate(r, start=1)} for r in rankings]
+        rows = hits_payload(ctx, fused)
+        for row in rows:  # each passage's rank in each input list, so the fusion can be checked by hand
+            row["ranks"] = {lab: rk.get(row["passage_id"]) for lab, rk in zip(labels, ranks)}
         st.payload = {"eq": eq, "k_rrf": k_rrf, "inputs": {lab: len(r) for lab, r in zip(labels, rankings)},
-                      "fused": hits_payload(ctx, fused)}
+                      "fused": rows}
         if not fused:
             st.empty("every input list is empty")
     return fused

@@ -13,6 +13,20 @@ from ..base import Context
 from ..baselines import hits_payload
 
 BASE_RETRIEVERS = ("bm25", "sbert", "hybrid")
+# GEAR's own methods cannot be their own base (the recursion would not end).
+_GEAR_FAMILY = ("naivege", "syncge", "gear")
+
+
+def check_base(kind: str) -> None:
+    """The base is an index retriever or another registered, non-GEAR method."""
+    if kind in BASE_RETRIEVERS:
+        return
+    from .. import METHODS, VARIANTS, method_names
+    root = VARIANTS[kind][0] if kind in VARIANTS else kind
+    if root not in METHODS or root in _GEAR_FAMILY:
+        usable = [m for m in method_names() if (VARIANTS[m][0] if m in VARIANTS else m) not in _GEAR_FAMILY]
+        raise ConfigError(f"GEAR base must be one of {BASE_RETRIEVERS} or a registered non-GEAR method "
+                          f"({', '.join(u for u in usable if u not in BASE_RETRIEVERS)}), got {kind!r}")
 
 
 def rank_index(ctx: Context, index: str, query: str, vector: Optional[np.ndarray], k: int, kind: str) -> list[Hit]:
@@ -23,7 +37,19 @@ def rank_index(ctx: Context, index: str, query: str, vector: Optional[np.ndarray
         return ctx.store.knn(index, vector, k)
     if kind == "hybrid":
         return ctx.store.hybrid(index, query, vector, k)
-    raise ConfigError(f"GEAR base_retriever must be one of {BASE_RETRIEVERS}, got {kind!r}")
+    check_base(kind)
+    # A method base (GRIEVER, …) ranks passages; over the triple index (eq. 10/11) Hybrid stands in.
+    return ctx.store.hybrid(index, query, vector, k)
+
+
+def method_base(ctx: Context, tracer: Tracer, method: str, query: str, k: int, prefix: str) -> list[Hit]:
+    """h_base^k(q, C) by another registered method (GRIEVER Table 4): its stages are recorded in
+    this trace under `prefix`, and its final ranking is C'_q."""
+    from .. import make_method
+    from ...trace import NestedTracer
+    m = make_method(method, ctx)
+    ranked = m.retrieve(query, k, NestedTracer(tracer, prefix, f"{method} as GEAR's base"))[:k]
+    return [Hit(r.passage_id, r.score) for r in ranked]
 
 
 def passages_of_triples(ctx: Context, triple_hits: list[Hit]) -> list[Hit]:
@@ -40,7 +66,10 @@ def passages_of_triples(ctx: Context, triple_hits: list[Hit]) -> list[Hit]:
 def h_base(ctx: Context, query: str, vector: Optional[np.ndarray], k: int, kind: str,
            over_triples: bool, k_rrf: int = 60) -> tuple[list[Hit], dict]:
     """h_base^k(q, C), or with `over_triples` h_base^k(q, C ∪ T) = RRF(h(q, C), h(q, T)→passages) (eq. 10)."""
-    passages = rank_index(ctx, "passages", query, vector, k, kind)
+    if kind in BASE_RETRIEVERS:
+        passages = rank_index(ctx, "passages", query, vector, k, kind)
+    else:  # passageLink through a method base: its ranking only (its stages would repeat per triple)
+        passages = method_base(ctx, Tracer(), kind, query, k, "passage_link")
     if not over_triples:
         return passages, {"passages": hits_payload(ctx, passages, 20)}
     # Several triples share a passage: go deeper in T so k unique passages remain after mapping.
@@ -50,14 +79,26 @@ def h_base(ctx: Context, query: str, vector: Optional[np.ndarray], k: int, kind:
 
 
 def stage_base(ctx: Context, tracer: Tracer, query: str, k: int, kind: str, over_triples: bool,
-               name: str = "base", title: str = "Base retrieval") -> tuple[list[Hit], np.ndarray]:
+               name: str = "base", title: str = "Base retrieval",
+               base_k: Optional[int] = None) -> tuple[list[Hit], np.ndarray]:
     """Base retrieval C'_q = h_base^k(q, C) (§4; eq. 10 when fused with the triple index).
     Returns the query vector too: the beam search scores against it, so it is encoded once."""
+    check_base(kind)
+    # A method base runs first, its own stages streaming; this stage then records its ranking.
+    via = method_base(ctx, tracer, kind, query, base_k or k, name) if kind not in BASE_RETRIEVERS else None
     with tracer.stage(name, f"{title}: {kind}{' over passages ∪ triples' if over_triples else ''}, top {k}") as st:
         vector = ctx.embedder.encode_query(query).vector
-        hits, detail = h_base(ctx, query, vector, k, kind, over_triples)
+        if via is not None:
+            hits = via
+            if over_triples:
+                via_triples = passages_of_triples(ctx, rank_index(ctx, "triples", query, vector, 4 * k, "hybrid"))[:k]
+                hits = rrf([via, via_triples], k, 60)
+            detail = {"method": kind, "method_stages": f"{name}.*", "k": base_k or k}
+        else:
+            hits, detail = h_base(ctx, query, vector, k, kind, over_triples)
         st.payload = {"query": query, "retriever": kind, "k": k, "eq": "10" if over_triples else None,
-                      "ranked": hits_payload(ctx, hits), **({"inputs": detail} if over_triples else {})}
+                      "ranked": hits_payload(ctx, hits),
+                      **({"inputs": detail} if over_triples or via is not None else {})}
         g = st.graph()
         q = g.node("q", "query", query)
         for i, h in enumerate(hits):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -30,4 +31,20 @@ def gold_fates(run: RunResult, gold: Iterable[str]) -> list[GoldFate]:
         seen = [s.name for s in run.stages if s.name != "ranking" and mentions(s, pid)]
         rank = ranked.index(pid) + 1 if pid in ranked else None
         out.append(GoldFate(pid, rank, seen[-1] if seen else None, seen[0] if seen else None))
+    return out
+
+
+_ROUND = re.compile(r"^(?:rrf|retrieve)_(\d+)$")  # GEAR's per-round C_q(n); GRIEVER's per-iteration R_i
+
+
+def recall_by_round(run: RunResult, gold: Iterable[str]) -> list[tuple[int, float]]:
+    """GEAR Fig. 2: the share of gold passages gathered by round n (cumulative over rounds)."""
+    gold = list(gold)
+    found: set[str] = set()
+    out = []
+    for st in run.stages:
+        m = _ROUND.match(st.name)
+        if m and gold:
+            found |= {g for g in gold if mentions(st, g)}
+            out.append((int(m.group(1)), len(found) / len(gold)))
     return out

@@ -10,7 +10,7 @@ import json
 from typing import Any, Iterable, Optional
 
 from retrieval.trace import RunResult, Stage, Subgraph
-from traces.analysis import gold_fates
+from traces.analysis import gold_fates, recall_by_round
 
 MAX_ROWS = 25
 STATUS_MARK = {"ok": "✓", "empty": "∅", "error": "✗", "skipped": "–"}
@@ -31,6 +31,8 @@ CSS = """
 .ht-gold{background:#fef3c7}
 .ht-missed{color:#b91c1c}
 .ht-err{color:#b91c1c;font-weight:600}
+.ht-nested{display:inline-block;vertical-align:top}.ht-nested>summary{cursor:pointer;color:#3f3f46}
+.ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
 """
 
 
@@ -38,12 +40,21 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _fmt(v: Any) -> str:
+INLINE_CHARS = 120  # a nested value shorter than this as JSON stays on one line
+
+
+def _fmt(v: Any, gold: set[str] = frozenset()) -> str:
+    """One payload value. Nested dicts and lists longer than a line fold into a <details>
+    whose body renders all of it: folded, never cut."""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, (dict, list)):
         text = json.dumps(v, ensure_ascii=False, default=str)
-        return esc(text if len(text) < 300 else text[:299] + "…")
+        if len(text) <= INLINE_CHARS or not v:
+            return esc(text)
+        body = payload_html(v, gold) if isinstance(v, dict) else _list_html("", v, gold)
+        return (f"<details class='ht-nested'><summary>{esc(text[:INLINE_CHARS - 1])}…</summary>"
+                f"{body}</details>")
     return esc(v)
 
 
@@ -51,27 +62,37 @@ def _is_gold_row(row: dict, gold: set[str]) -> bool:
     return any(isinstance(v, str) and v in gold for v in row.values())
 
 
+def _rows_html(cols: list, rows: list[dict], gold: set[str]) -> str:
+    return "".join(f"<tr class='{'ht-gold' if _is_gold_row(row, gold) else ''}'>"
+                   + "".join(f"<td>{_fmt(row.get(c, ''), gold)}</td>" for c in cols) + "</tr>" for row in rows)
+
+
+def _list_html(key: str, value: list, gold: set[str]) -> str:
+    label = f"<b>{esc(key)}</b> ({len(value)})" if key else f"({len(value)})"
+    if value and all(isinstance(x, dict) for x in value):
+        cols = list(dict.fromkeys(c for row in value for c in row))
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        rest = value[MAX_ROWS:]
+        more = (f"<details><summary class='ht-meta'>… {len(rest)} more</summary><table class='ht-table'>"
+                f"<tr>{head}</tr>{_rows_html(cols, rest, gold)}</table></details>") if rest else ""
+        return (f"<div>{label}<table class='ht-table'><tr>{head}</tr>{_rows_html(cols, value[:MAX_ROWS], gold)}"
+                f"</table>{more}</div>")
+    items = ", ".join(_fmt(x, gold) for x in value[:MAX_ROWS])
+    rest = value[MAX_ROWS:]
+    more = (f" <details style='display:inline'><summary class='ht-meta'>… +{len(rest)}</summary>"
+            + ", ".join(_fmt(x, gold) for x in rest) + "</details>") if rest else ""
+    return f"<div>{label}: {items}{more}</div>"
+
+
 def payload_html(payload: dict, gold: set[str]) -> str:
     parts = []
     for key, value in payload.items():
         if key == "traceback":
             parts.append(f"<details><summary>traceback</summary><pre>{esc(value)}</pre></details>")
-        elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
-            cols = list(dict.fromkeys(c for row in value[:MAX_ROWS] for c in row))
-            head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-            body = "".join(
-                f"<tr class='{'ht-gold' if _is_gold_row(row, gold) else ''}'>"
-                + "".join(f"<td>{_fmt(row.get(c, ''))}</td>" for c in cols) + "</tr>"
-                for row in value[:MAX_ROWS])
-            more = f"<div class='ht-meta'>… {len(value) - MAX_ROWS} more</div>" if len(value) > MAX_ROWS else ""
-            parts.append(f"<div><b>{esc(key)}</b> ({len(value)})<table class='ht-table'><tr>{head}</tr>{body}"
-                         f"</table>{more}</div>")
         elif isinstance(value, list):
-            items = ", ".join(_fmt(x) for x in value[:MAX_ROWS])
-            more = f" … (+{len(value) - MAX_ROWS})" if len(value) > MAX_ROWS else ""
-            parts.append(f"<div><b>{esc(key)}</b> ({len(value)}): {items}{more}</div>")
+            parts.append(_list_html(key, value, gold))
         else:
-            parts.append(f"<div><b>{esc(key)}</b>: {_fmt(value)}</div>")
+            parts.append(f"<div><b>{esc(key)}</b>: {_fmt(value, gold)}</div>")
     return "".join(parts)
 
 
@@ -103,7 +124,9 @@ def ranking_html(run: RunResult, gold: set[str]) -> str:
                             + "</li>" for f in fates)
             missed = f"<div><b>Missed gold passages</b><ul>{items}</ul></div>"
         found = len(gold) - len(fates)
-        missed = f"<div class='ht-meta'>gold found: {found}/{len(gold)}</div>" + missed
+        rounds = recall_by_round(run, gold)
+        by_round = (" · recall by round: " + ", ".join(f"{n}: {r:.2f}" for n, r in rounds)) if len(rounds) > 1 else ""
+        missed = f"<div class='ht-meta'>gold found: {found}/{len(gold)}{by_round}</div>" + missed
     return (f"<table class='ht-table ht-ranking'><tr><th>#</th><th>passage</th><th>score</th></tr>{rows}</table>"
             f"{missed}")
 

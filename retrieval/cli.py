@@ -76,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
 
+    rp = sub.add_parser("reproduce", help="a paper's tables on a KB: our figures beside the paper's, and its claims")
+    rp.add_argument("paper", choices=["griever", "gear", "sag", "grasp"])
+    rp.add_argument("--kb", default="demo")
+    rp.add_argument("--limit", type=int, default=None, help="questions for the LLM methods (the others run on all)")
+    rp.add_argument("--questions-limit", type=int, default=None, help="questions for every method")
+    rp.add_argument("--no-llm-rows", action="store_true", help="skip the rows that need an LLM")
+    rp.add_argument("--dataset", choices=["musique", "2wiki", "hotpotqa"], default=None,
+                    help="which of the paper's columns to compare with (default: the KB's data set)")
+    rp.add_argument("--json", dest="json_out", type=Path, help="write the result as JSON here")
+    rp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report with plots here")
+    _llm_args(rp)
+    rp.add_argument("--quiet", action="store_true")
+
     kb = sub.add_parser("kb", help="inspect a KB")
     kb_sub = kb.add_subparsers(dest="kb_command", required=True)
     info = kb_sub.add_parser("info", help="counts, extraction per layer (with failure reasons), LLM extraction cost")
@@ -110,7 +123,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
-                "bench-app": cmd_bench_app, "bench-store": cmd_bench_store}[
+                "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -291,6 +304,30 @@ def cmd_bench(args) -> int:
         write_csv(res, out.with_suffix(".csv"))
         write_html(res, out.with_suffix(".html"))
         print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from .bench.reproduce import render, reproduce, write_html, write_json
+
+    for flag in ("limit", "questions_limit"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    ctx = _context(args.kb, args)
+    questions = ctx.store.questions()
+    if not questions:
+        raise ConfigError(f"KB {args.kb} has no questions with gold passages; reproduce needs them")
+    if args.questions_limit:
+        questions = questions[: args.questions_limit]
+    rep = reproduce(ctx, args.kb, questions, args.paper, progress=not args.quiet,
+                    include_llm=not args.no_llm_rows, llm_limit=args.limit, dataset=args.dataset)
+    print(f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
+    print(render(rep))
+    for path, write in ((args.json_out, write_json), (args.html_out, write_html)):
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(rep, path)
+            print(f"wrote {path}")
     return 0
 
 

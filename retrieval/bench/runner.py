@@ -111,18 +111,24 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
               ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
               on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False,
-              difficulty_samples: int = 0) -> BenchResult:
+              difficulty_samples: int = 0, specs: Optional[dict[str, tuple[str, dict]]] = None) -> BenchResult:
     """Methods run one after another, so latencies are not inflated by each other.
 
     With `answer`, the runs at the headline k end with the shared answer step (top-5
     passages → answer) and each method gets EM and F1 against the gold answers and aliases.
     A method that answers by itself (GRASP) is scored on its own answer. With
     `difficulty_samples` = n > 0, each question's r_i is estimated with n closed-book samples of
-    the LLM and C_w (GRASP eq. 3) is reported.
+    the LLM and C_w (GRASP eq. 3) is reported. `specs` maps a label in `methods` to a method
+    name and settings (`hoptrace reproduce` runs one method under several settings).
     """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
-    instances = {m: make_method(m, ctx) for m in methods}
+    specs = specs or {}
+    instances = {}
+    for m in methods:
+        name, settings = specs.get(m, (m, {}))
+        instances[m] = make_method(name, ctx, **settings)
+        instances[m].name = m
     plan = {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)])
             for m, inst in instances.items()}
     ctx.warm()  # the first question is not charged for loading

@@ -1,0 +1,206 @@
+"""`hoptrace reproduce <paper>`: the rows of a paper's tables that HopTrace implements, run
+on a KB with `run_bench`, printed beside the paper's figures, and the paper's qualitative
+claims checked on our numbers (holds / does not hold, with the margin)."""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..errors import ConfigError
+from ..methods import Context
+from ..records import Question
+from .paper_tables import PAPERS, Claim, Row
+from .runner import BenchResult, run_bench
+
+LLM_METHODS = ("syncge", "gear", "sag", "grasp")
+
+
+@dataclass
+class ClaimResult:
+    text: str
+    metric: str
+    ours_better: Optional[float]
+    ours_worse: Optional[float]
+    paper_margin: Optional[float]
+
+    @property
+    def margin(self) -> Optional[float]:
+        if self.ours_better is None or self.ours_worse is None:
+            return None
+        return round(self.ours_better - self.ours_worse, 4)
+
+    @property
+    def verdict(self) -> str:
+        m = self.margin
+        return "not measured" if m is None else ("holds" if m > 0 else ("tie" if m == 0 else "does not hold"))
+
+
+@dataclass
+class Reproduction:
+    paper: str
+    title: str
+    dataset: str
+    kb: str
+    n_questions: int
+    metrics: list[str]
+    rows: list[dict] = field(default_factory=list)      # {table, label, method, ours{}, paper{}, note}
+    claims: list[ClaimResult] = field(default_factory=list)
+    bench: Optional[BenchResult] = None
+
+    def to_json(self) -> dict:
+        return {"paper": self.paper, "title": self.title, "dataset": self.dataset, "kb": self.kb,
+                "n_questions": self.n_questions, "metrics": self.metrics, "rows": self.rows,
+                "claims": [{"claim": c.text, "metric": c.metric, "ours_better": c.ours_better,
+                            "ours_worse": c.ours_worse, "margin": c.margin, "paper_margin": c.paper_margin,
+                            "verdict": c.verdict} for c in self.claims],
+                "bench": self.bench.to_json(include_per_question=False) if self.bench else None}
+
+
+def dataset_of(ctx: Context) -> str:
+    """Which paper column a KB answers to: its dataset, or MuSiQue for the demo KB."""
+    meta = ctx.store.info().meta
+    name = str(meta.get("dataset") or meta.get("name") or "").lower()
+    for d in ("musique", "2wiki", "hotpotqa"):
+        if d in name:
+            return d
+    return "musique" if name == "demo" else name or "unknown"
+
+
+def _uses_llm(row: Row) -> bool:
+    return any(row.method.startswith(m) for m in LLM_METHODS)
+
+
+def select_rows(paper: str, include_llm: bool = True) -> list[Row]:
+    if paper not in PAPERS:
+        raise ConfigError(f"unknown paper {paper!r}; choose one of {', '.join(PAPERS)}")
+    return [r for r in PAPERS[paper]["rows"] if include_llm or not _uses_llm(r)]
+
+
+def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper: str, progress: bool = True,
+              include_llm: bool = True, llm_limit: Optional[int] = None,
+              dataset: Optional[str] = None) -> Reproduction:
+    """LLM-free rows run on every question; LLM rows on the first `llm_limit`. A claim that
+    compares an LLM row with an LLM-free one is judged on the questions both ran."""
+    rows = select_rows(paper, include_llm)
+    dataset = dataset or dataset_of(ctx)
+    metrics = sorted({m for r in rows for d in r.paper.values() for m in d},
+                     key=lambda m: (m == "em", int(m.split("@")[1]) if "@" in m else 0))
+    ks = sorted({int(m.split("@")[1]) for m in metrics if m.startswith("recall@")})
+    groups = {False: [r for r in rows if not _uses_llm(r)], True: [r for r in rows if _uses_llm(r)]}
+    qsets = {False: list(questions), True: list(questions)[:llm_limit] if llm_limit else list(questions)}
+    results: dict[bool, BenchResult] = {}
+    for llm, group in groups.items():
+        specs = {r.key: (r.method, dict(r.settings)) for r in group}
+        if specs:
+            results[llm] = run_bench(ctx, kb_label, qsets[llm], list(specs), ks=ks, progress=progress, specs=specs)
+    n = len(qsets[False]) if groups[False] else len(qsets[True])
+    out = Reproduction(paper, PAPERS[paper]["title"], dataset, kb_label, n, metrics,
+                       bench=results.get(False) or results.get(True))
+    by_label: dict[str, dict] = {}
+    for r in rows:
+        res = results[_uses_llm(r)]
+        summary = res.methods[r.key]
+        row = {"table": r.table, "label": r.label, "method": r.key, "questions": res.n_questions,
+               "ours": {m: summary.get(m) for m in metrics}, "paper": r.paper.get(dataset, {}), "note": r.note,
+               "latency_ms_p50": summary.get("latency_ms_p50"),
+               "tokens_per_question": summary.get("tokens_per_question")}
+        out.rows.append(row)
+        by_label[r.label] = row
+    common = {q.id for q in qsets[True]}
+    for c in PAPERS[paper]["claims"]:
+        out.claims.append(_check(c, by_label, results, common))
+    return out
+
+
+def subset_metric(res: BenchResult, label: str, qids: set[str], metric: str) -> Optional[float]:
+    """A method's metric over some of the bench's questions, from its per-question rows."""
+    from .metrics import recall_at
+    per = [q for q in res.per_question if q.method == label and q.question_id in qids]
+    if not per:
+        return None
+    if metric == "em":
+        ems = [q.em for q in per if q.em is not None]
+        return round(sum(ems) / len(ems), 4) if ems else None
+    k = int(metric.split("@")[1])
+    at = [q for q in per if q.k == k] or [q for q in per if q.k == max(x.k for x in per)]
+    return round(sum(recall_at(q.ranked, q.gold, k) for q in at) / len(at), 4)
+
+
+def _check(c: Claim, rows: dict[str, dict], results: dict[bool, BenchResult], common: set[str]) -> ClaimResult:
+    better, worse = rows.get(c.better), rows.get(c.worse)
+    if better and worse and better["questions"] != worse["questions"]:
+        # One side ran on fewer questions (--limit): compare both on those.
+        res = {row["method"]: r for r in results.values() for row in (better, worse) if row["method"] in r.methods}
+        ob = subset_metric(res[better["method"]], better["method"], common, c.metric)
+        ow = subset_metric(res[worse["method"]], worse["method"], common, c.metric)
+    else:
+        ob = better["ours"].get(c.metric) if better else None
+        ow = worse["ours"].get(c.metric) if worse else None
+    pm = c.paper_margin
+    if better and worse and pm is None:
+        pb, pw = better["paper"].get(c.metric), worse["paper"].get(c.metric)
+        if pb is not None and pw is not None:
+            pm = round(pb - pw, 4)
+    return ClaimResult(c.text, c.metric, ob, ow, pm)
+
+
+def _f(v) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def render(rep: Reproduction) -> str:
+    short = {m: m.replace("recall@", "R@").replace("em", "EM") for m in rep.metrics}
+    head = ["table", "row (method)", "n"] + [f"{short[m]} ours | paper" for m in rep.metrics] + ["ms p50"]
+    lines = [head]
+    for r in rep.rows:
+        lines.append([r["table"], f"{r['label']} ({r['method']})", str(r["questions"])]
+                     + [f"{_f(r['ours'].get(m))} | {_f(r['paper'].get(m))}" for m in rep.metrics]
+                     + ["—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:.0f}"])
+    widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
+    text = [f"{rep.title} — reproduced on KB {rep.kb} ({rep.n_questions} questions); paper column: {rep.dataset}",
+            "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    text += ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines[1:]]
+    notes = [f"- {r['label']}: {r['note']}" for r in rep.rows if r["note"]]
+    if notes:
+        text += ["", "notes:"] + notes
+    text += ["", "claims:"]
+    for c in rep.claims:
+        mark = {"holds": "✓", "does not hold": "✗", "tie": "=", "not measured": "?"}[c.verdict]
+        paper = "" if c.paper_margin is None else f"; paper {c.paper_margin:+.3f}"
+        ours = "" if c.margin is None else f": {_f(c.ours_better)} vs {_f(c.ours_worse)} ({c.margin:+.3f}{paper})"
+        text.append(f"{mark} {c.verdict:13s} {c.text}{ours}")
+    return "\n".join(text)
+
+
+def write_html(rep: Reproduction, path: Path) -> None:
+    """A self-contained report: the table, the claims and one grouped bar chart per metric
+    (ours beside the paper's), plotly inlined so it opens offline."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    ms = [m for m in rep.metrics if any(r["ours"].get(m) is not None for r in rep.rows)]
+    fig = make_subplots(rows=len(ms) or 1, cols=1, subplot_titles=ms or ["no metric"])
+    labels = [r["label"] for r in rep.rows]
+    for i, m in enumerate(ms, start=1):
+        fig.add_trace(go.Bar(name="ours", x=labels, y=[r["ours"].get(m) for r in rep.rows], marker_color="#2563eb",
+                             showlegend=i == 1), i, 1)
+        fig.add_trace(go.Bar(name="paper", x=labels, y=[r["paper"].get(m) for r in rep.rows], marker_color="#a1a1aa",
+                             showlegend=i == 1), i, 1)
+    fig.update_layout(barmode="group", height=320 * max(1, len(ms)), title=f"{rep.title}: ours vs paper")
+    esc = html.escape
+    claims = "".join(f"<li><b>{esc(c.verdict)}</b> — {esc(c.text)}: {_f(c.ours_better)} vs {_f(c.ours_worse)}"
+                     f" (margin {'—' if c.margin is None else f'{c.margin:+.3f}'}"
+                     f"{'' if c.paper_margin is None else f'; paper {c.paper_margin:+.3f}'})</li>" for c in rep.claims)
+    page = (f"<!doctype html><meta charset='utf-8'><title>{esc(rep.title)} reproduced</title>"
+            f"<h1>{esc(rep.title)} — reproduced on {esc(rep.kb)}</h1>"
+            f"<p>{rep.n_questions} questions; paper column: {esc(rep.dataset)}</p>"
+            f"<pre>{esc(render(rep))}</pre><h2>Claims</h2><ul>{claims}</ul>"
+            + fig.to_html(include_plotlyjs=True, full_html=False))
+    path.write_text(page)
+
+
+def write_json(rep: Reproduction, path: Path) -> None:
+    path.write_text(json.dumps(rep.to_json(), indent=1, default=str))

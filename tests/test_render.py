@@ -24,3 +24,15 @@ def test_graph_iframe_is_sandboxed_and_self_contained():
     assert "cdn" not in out.lower() or "cdn_resources" not in out
     assert "vis-network" in out or "vis.Network" in out  # the library is inlined, not fetched
     assert "<img" not in out and "</script><script>alert" not in out
+
+
+def test_nested_payloads_fold_but_are_never_cut():
+    long_tail = "the last words of a long nested value " * 20 + "END-OF-VALUE"
+    rows = [{"beam": i, "candidates": [{"add": f"triple {i}.{j}", "raw": 0.5, "note": long_tail}
+                                       for j in range(3)]} for i in range(40)]
+    st = Stage("beam_search", "Beam search", payload={"steps": rows, "detail": {"a": [EVIL] * 50}})
+    out = render.stage_html(st, set())
+    assert out.count("END-OF-VALUE") == 40 * 3          # every nested value, whole
+    assert "<details class='ht-nested'>" in out          # folded, not truncated
+    assert "triple 39.2" in out                           # rows past the first 25 are folded, not dropped
+    assert "<img" not in out and out.count("&lt;img") >= 50        # all 50, plus the folded preview

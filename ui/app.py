@@ -118,6 +118,18 @@ def build(state: AppState) -> gr.Blocks:
             with gr.Row():
                 b_plot_lat = gr.Plot(label="recall@5 vs latency", elem_id="bench-latency")
                 b_plot_tok = gr.Plot(label="recall@5 vs tokens")
+            gr.Markdown("**Reproduce a paper**: the rows of its tables that HopTrace implements, on this KB, "
+                        "beside the paper's own figures, and whether each of its claims holds here.")
+            with gr.Row():
+                r_paper = gr.Dropdown(["griever", "gear", "sag", "grasp"], value="griever", label="Paper",
+                                      elem_id="repro-paper")
+                r_with_llm = gr.Checkbox(value=False, label="Include the rows that need the LLM (minutes a question "
+                                                            "on 2 CPU cores)", elem_id="repro-with-llm")
+                r_llm_limit = gr.Number(value=5, precision=0, label="Questions for LLM rows (max)",
+                                        elem_id="repro-llm-limit")
+            r_btn = gr.Button("Reproduce", elem_id="repro-run")
+            r_out = gr.HTML(elem_id="repro-out")
+            r_plot = gr.Plot(label="ours vs paper", elem_id="repro-plot")
 
         with gr.Tab("Index"):
             gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
@@ -257,6 +269,25 @@ def build(state: AppState) -> gr.Blocks:
                     _scatter(res, "tokens_per_question"))
 
         b_btn.click(bench, [kb, b_methods, b_limit], [b_table, b_plot_lat, b_plot_tok], concurrency_limit=1,
+                    concurrency_id="bench")
+
+        def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit):
+            from retrieval.bench.reproduce import figure, render as render_rep, reproduce
+            open_kb = state.kb(kb_name)
+            questions = open_kb.questions[: max(1, int(limit or 1))]
+            if not questions:
+                raise gr.Error(f"KB {kb_name} has no questions with gold passages")
+            try:
+                include = bool(with_llm) and open_kb.ctx.llm is not None
+                rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
+                                llm_limit=max(1, int(llm_limit or 1)))
+            except HopTraceError as e:
+                raise gr.Error(str(e))
+            note = "" if include else ("<p>The rows that need an LLM were left out"
+                                       + ("" if open_kb.ctx.llm is not None else " (no LLM is configured)") + ".</p>")
+            return f"{note}<pre>{render.esc(render_rep(rep))}</pre>", figure(rep)
+
+        r_btn.click(reproduce_paper, [kb, r_paper, b_limit, r_with_llm, r_llm_limit], [r_out, r_plot], concurrency_limit=1,
                     concurrency_id="bench")
 
         # --- Index ---------------------------------------------------------------------------

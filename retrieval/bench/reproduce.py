@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from ..errors import ConfigError
 from ..methods import Context
 from ..records import Question
-from .paper_tables import PAPERS, Claim, Row
+from .paper_tables import PAPERS, SETTING, Claim, Row
 from .runner import BenchResult, run_bench
 
 LLM_METHODS = ("syncge", "gear", "sag", "grasp")
@@ -25,6 +25,7 @@ class ClaimResult:
     ours_better: Optional[float]
     ours_worse: Optional[float]
     paper_margin: Optional[float]
+    strict: bool = True
 
     @property
     def margin(self) -> Optional[float]:
@@ -35,7 +36,11 @@ class ClaimResult:
     @property
     def verdict(self) -> str:
         m = self.margin
-        return "not measured" if m is None else ("holds" if m > 0 else ("tie" if m == 0 else "does not hold"))
+        if m is None:
+            return "not measured"
+        if m == 0:
+            return "tie" if self.strict else "holds"
+        return "holds" if m > 0 else "does not hold"
 
 
 @dataclass
@@ -144,7 +149,7 @@ def _check(c: Claim, rows: dict[str, dict], results: dict[bool, BenchResult], co
         pb, pw = better["paper"].get(c.metric), worse["paper"].get(c.metric)
         if pb is not None and pw is not None:
             pm = round(pb - pw, 4)
-    return ClaimResult(c.text, c.metric, ob, ow, pm)
+    return ClaimResult(c.text, c.metric, ob, ow, pm, c.strict)
 
 
 def _f(v) -> str:
@@ -164,8 +169,7 @@ def render(rep: Reproduction) -> str:
             "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     text += ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines[1:]]
     notes = [f"- {r['label']}: {r['note']}" for r in rep.rows if r["note"]]
-    if notes:
-        text += ["", "notes:"] + notes
+    text += ["", "notes:", f"- {SETTING}"] + notes
     text += ["", "claims:"]
     for c in rep.claims:
         mark = {"holds": "✓", "does not hold": "✗", "tie": "=", "not measured": "?"}[c.verdict]
@@ -175,9 +179,8 @@ def render(rep: Reproduction) -> str:
     return "\n".join(text)
 
 
-def write_html(rep: Reproduction, path: Path) -> None:
-    """A self-contained report: the table, the claims and one grouped bar chart per metric
-    (ours beside the paper's), plotly inlined so it opens offline."""
+def figure(rep: Reproduction):
+    """One grouped bar chart per metric: ours beside the paper's, row by row."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -190,6 +193,13 @@ def write_html(rep: Reproduction, path: Path) -> None:
         fig.add_trace(go.Bar(name="paper", x=labels, y=[r["paper"].get(m) for r in rep.rows], marker_color="#a1a1aa",
                              showlegend=i == 1), i, 1)
     fig.update_layout(barmode="group", height=320 * max(1, len(ms)), title=f"{rep.title}: ours vs paper")
+    return fig
+
+
+def write_html(rep: Reproduction, path: Path) -> None:
+    """A self-contained report: the table, the claims and the charts, plotly inlined so it
+    opens offline."""
+    fig = figure(rep)
     esc = html.escape
     claims = "".join(f"<li><b>{esc(c.verdict)}</b> — {esc(c.text)}: {_f(c.ours_better)} vs {_f(c.ours_worse)}"
                      f" (margin {'—' if c.margin is None else f'{c.margin:+.3f}'}"

@@ -174,6 +174,19 @@ def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
     page.screenshot(path=str(shots / "bench.png"), full_page=True)
 
 
+def test_benchmark_tab_reproduces_a_paper(page, shots):
+    page.get_by_role("tab", name="Benchmark").click()
+    page.fill("#bench-limit input", "3")
+    page.click("#repro-run")
+    page.wait_for_function("document.querySelector('#repro-out') && "
+                           "document.querySelector('#repro-out').innerText.includes('claims:')", timeout=180_000)
+    out = page.locator("#repro-out").inner_text()
+    assert "R@5 ours | paper" in out and "GRIEVER Table 1" in out
+    assert "holds" in out or "does not hold" in out
+    page.wait_for_selector("#repro-plot .js-plotly-plot", timeout=30_000)
+    page.screenshot(path=str(shots / "reproduce.png"), full_page=True)
+
+
 def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_path, shots):
     import json
 

@@ -33,6 +33,7 @@ CSS = """
 .ht-err{color:#b91c1c;font-weight:600}
 .ht-nested{display:inline-block;vertical-align:top}.ht-nested>summary{cursor:pointer;color:#3f3f46}
 .ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
+.ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
 """
 
 
@@ -67,8 +68,28 @@ def _rows_html(cols: list, rows: list[dict], gold: set[str]) -> str:
                    + "".join(f"<td>{_fmt(row.get(c, ''), gold)}</td>" for c in cols) + "</tr>" for row in rows)
 
 
+def _is_nested(v: Any) -> bool:
+    return isinstance(v, (dict, list)) and len(json.dumps(v, ensure_ascii=False, default=str)) > INLINE_CHARS
+
+
+def _cards_html(label: str, rows: list[dict], gold: set[str]) -> str:
+    """Rows that hold nested structures (a beam's candidate extensions, a hop's examples) as
+    full-width cards: a table cell would squeeze their inner tables to a few characters."""
+    def card(row: dict) -> str:
+        flat = {k: v for k, v in row.items() if not _is_nested(v)}
+        head = " · ".join(f"<b>{esc(k)}</b> {_fmt(v, gold)}" for k, v in flat.items())
+        nested = payload_html({k: v for k, v in row.items() if k not in flat}, gold)
+        return f"<div class='ht-card {'ht-gold' if _is_gold_row(row, gold) else ''}'>{head}{nested}</div>"
+    rest = rows[MAX_ROWS:]
+    more = (f"<details><summary class='ht-meta'>… {len(rest)} more</summary>{''.join(map(card, rest))}</details>"
+            if rest else "")
+    return f"<div>{label}{''.join(map(card, rows[:MAX_ROWS]))}{more}</div>"
+
+
 def _list_html(key: str, value: list, gold: set[str]) -> str:
     label = f"<b>{esc(key)}</b> ({len(value)})" if key else f"({len(value)})"
+    if value and all(isinstance(x, dict) for x in value) and any(_is_nested(v) for x in value for v in x.values()):
+        return _cards_html(label, value, gold)
     if value and all(isinstance(x, dict) for x in value):
         cols = list(dict.fromkeys(c for row in value for c in row))
         head = "".join(f"<th>{esc(c)}</th>" for c in cols)

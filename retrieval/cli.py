@@ -319,6 +319,12 @@ def cmd_reproduce(args) -> int:
         raise ConfigError(f"KB {args.kb} has no questions with gold passages; reproduce needs them")
     if args.questions_limit:
         questions = questions[: args.questions_limit]
+    from .bench.reproduce import uses_llm, select_rows
+    llm_rows = {r.key for r in select_rows(args.paper, not args.no_llm_rows) if uses_llm(r)}
+    if llm_rows and ctx.llm is not None:
+        n = min(args.limit or len(questions), len(questions))
+        print(f"{len(llm_rows)} rows need the LLM: {len(llm_rows) * n} runs on {n} questions "
+              f"(a minute or more each on the embedded model; --limit N runs fewer)", file=sys.stderr)
     rep = reproduce(ctx, args.kb, questions, args.paper, progress=not args.quiet,
                     include_llm=not args.no_llm_rows, llm_limit=args.limit, dataset=args.dataset)
     print(f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")

@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import ConfigError
-from ..methods import Context
+from ..methods import METHODS, VARIANTS, Context
 from ..records import Question
 from .paper_tables import PAPERS, SETTING, Claim, Row
 from .runner import BenchResult, run_bench
-
-LLM_METHODS = ("syncge", "gear", "sag", "grasp")
-
 
 @dataclass
 class ClaimResult:
@@ -74,14 +71,16 @@ def dataset_of(ctx: Context) -> str:
     return "musique" if name == "demo" else name or "unknown"
 
 
-def _uses_llm(row: Row) -> bool:
-    return any(row.method.startswith(m) for m in LLM_METHODS)
+def uses_llm(row: Row) -> bool:
+    """Whether the row's method asks an LLM (the methods say so themselves)."""
+    root = VARIANTS[row.method][0] if row.method in VARIANTS else row.method
+    return METHODS[root].uses_llm
 
 
 def select_rows(paper: str, include_llm: bool = True) -> list[Row]:
     if paper not in PAPERS:
         raise ConfigError(f"unknown paper {paper!r}; choose one of {', '.join(PAPERS)}")
-    return [r for r in PAPERS[paper]["rows"] if include_llm or not _uses_llm(r)]
+    return [r for r in PAPERS[paper]["rows"] if include_llm or not uses_llm(r)]
 
 
 def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper: str, progress: bool = True,
@@ -94,7 +93,7 @@ def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper:
     metrics = sorted({m for r in rows for d in r.paper.values() for m in d},
                      key=lambda m: (m == "em", int(m.split("@")[1]) if "@" in m else 0))
     ks = sorted({int(m.split("@")[1]) for m in metrics if m.startswith("recall@")})
-    groups = {False: [r for r in rows if not _uses_llm(r)], True: [r for r in rows if _uses_llm(r)]}
+    groups = {False: [r for r in rows if not uses_llm(r)], True: [r for r in rows if uses_llm(r)]}
     qsets = {False: list(questions), True: list(questions)[:llm_limit] if llm_limit else list(questions)}
     results: dict[bool, BenchResult] = {}
     for llm, group in groups.items():
@@ -106,7 +105,7 @@ def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper:
                        bench=results.get(False) or results.get(True))
     by_label: dict[str, dict] = {}
     for r in rows:
-        res = results[_uses_llm(r)]
+        res = results[uses_llm(r)]
         summary = res.methods[r.key]
         row = {"table": r.table, "label": r.label, "method": r.key, "questions": res.n_questions,
                "ours": {m: summary.get(m) for m in metrics}, "paper": r.paper.get(dataset, {}), "note": r.note,

@@ -92,11 +92,11 @@ class JoinSet:
     dropped: dict[str, str]                    # E_j entity → why it is not in E_i
 
 
-def select_join_entities(scored: list[ScoredTriple], E_j: list[str], join_synonyms: list, mode: str = "scored",
+def select_join_entities(scored: list[ScoredTriple], E_j: list[str], synonyms: list, mode: str = "scored",
                          min_score: float = 0.0) -> JoinSet:
     """(scored_triples, E_i) ← score_triples(q, T), Algorithm 1: each scored triple joins on the
     entity its best partial triple (eq. 2) did not match; E_i keeps those that are in E_j
-    (Algorithm 2's complements), with E_j's same_as aliases. `mode="every"` is our earlier
+    (Algorithm 2's complements), with the same_as aliases of those kept. `mode="every"` is our earlier
     reading: the other entity of every scored triple, in E_j or not."""
     in_E_j = set(E_j)
     chosen: list[str] = []
@@ -121,6 +121,6 @@ def select_join_entities(scored: list[ScoredTriple], E_j: list[str], join_synony
         else:
             dropped[e] = (f"its triples scored below join_min_score = {min_score}" if min_score > 0
                           else "no scored triple joins on it")
-    aliases = [s for s in join_synonyms if s.entity in picked and s.alias not in picked]
+    aliases = [s for s in synonyms if s.entity in picked and s.alias not in picked]
     names = list(dict.fromkeys(chosen + [s.alias for s in aliases]))
     return JoinSet(names, aliases, dropped)

@@ -23,27 +23,16 @@ class Shortlist:
     triples: list[Triple]                   # T after shortlisting
     partials: list[tuple[PartialTriple, float]] = field(default_factory=list)  # P_T with RRF scores
     join_entities: list[str] = field(default_factory=list)                   # E_j
-    synonyms: list[SameAs] = field(default_factory=list)                     # of E, for the matcher
-    join_synonyms: list[SameAs] = field(default_factory=list)                # expand_same_as(E_j)
+    synonyms: list[SameAs] = field(default_factory=list)                     # expand_same_as(E), ⊇ E_j's
     filter: Optional[Filter] = None
 
 
 def shortlist_triples(store: SearchStore, query: str, vector: np.ndarray, passages: list[str], t_max: int,
                       retrieved: Optional[set[str]], index: str = "partial_triples", enabled: bool = True,
                       depth_factor: int = 2, k_rrf: int = 60, match: str = "record") -> Shortlist:
-    """Algorithm 2: the passages' triples, cut to those whose partial triples the query matches;
-    returns them with E_j (the complements that close a kept triple) and E_j's synonyms."""
-    sl = _shortlist(store, query, vector, passages, t_max, retrieved, index, enabled, depth_factor, k_rrf, match)
-    by_entity = {}
-    for s in sl.synonyms:
-        by_entity.setdefault(s.entity, []).append(s)
-    sl.join_synonyms = [s for e in sl.join_entities for s in by_entity.get(e, [])]
-    return sl
-
-
-def _shortlist(store: SearchStore, query: str, vector: np.ndarray, passages: list[str], t_max: int,
-               retrieved: Optional[set[str]], index: str, enabled: bool, depth_factor: int, k_rrf: int,
-               match: str) -> Shortlist:
+    """Algorithm 2: the passages' triples, cut to those whose partial triples the query matches,
+    with E_j (the complements that close a kept triple). expand_same_as(E_j) is the part of
+    `synonyms` whose entity is in E_j (E_j ⊆ E), so it is not looked up twice."""
     T = store.triples_of_passages(passages)
     E = {t.subject for t in T} | {t.object for t in T}
     # E ∪ expand_same_as(E) once: E_j ⊆ E, so its synonyms are a subset of these.

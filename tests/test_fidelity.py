@@ -101,6 +101,17 @@ def test_sag_k_direct_changes_c_out(ctx):
     assert set(m8["direct_filled"]) >= set(m2["direct_filled"])
 
 
+def test_sag_k_event_zero_asks_the_llm_nothing_for_the_rerank(ctx):
+    ents = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
+    llm, backend = scripted_llm({"query entities": [ents]})
+    run = make_method("sag", dataclasses.replace(ctx, llm=llm), k_event=0, k_direct=10).run(
+        ctx.store.questions()[0].text, k=10)
+    assert run.status == "ok", run.error
+    assert backend.purposes() == ["query entities"]
+    assert _stage(run, "rerank").status == "skipped"
+    assert _stage(run, "merge").payload["from_events"] == 0 and len(run.ranked) == 10
+
+
 def test_sag_no_rerank_is_named_for_what_it_does(ctx):
     run = make_method("sag_no_rerank", ctx).run(ctx.store.questions()[0].text, k=10)
     assert _stage(run, "rerank").payload["reranker"] == "none"

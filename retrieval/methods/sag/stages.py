@@ -194,6 +194,10 @@ def stage_rerank(ctx: Context, tracer: Tracer, question: str, cands: list[Hit], 
     first K_event of Ê's coarse order (no reranker)."""
     title = "E*: LLM selects events jointly" if reranker == "llm" else "E*: no rerank (coarse order kept)"
     with tracer.stage("rerank", title) as st:
+        if cfg.k_event <= 0:  # Table 7's first row: nothing to select, so no tokens spent selecting it
+            st.status, st.message = "skipped", "K_event = 0: the structural path is off (pure semantic retrieval)"
+            st.payload = {"reranker": reranker, "k_event": cfg.k_event, "selected": []}
+            return []
         events = {e.id: e for e in ctx.store.events([h.id for h in cands])}
         listed = [h.id for h in cands if h.id in events]
         if not listed:

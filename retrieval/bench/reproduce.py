@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import ConfigError
-from ..methods import METHODS, VARIANTS, Context
+from ..methods import METHODS, Context, root_method
 from ..records import Question
 from .paper_tables import PAPERS, SETTING, Claim, Row
 from .runner import BenchResult, run_bench
+
 
 @dataclass
 class ClaimResult:
@@ -73,8 +74,7 @@ def dataset_of(ctx: Context) -> str:
 
 def uses_llm(row: Row) -> bool:
     """Whether the row's method asks an LLM (the methods say so themselves)."""
-    root = VARIANTS[row.method][0] if row.method in VARIANTS else row.method
-    return METHODS[root].uses_llm
+    return METHODS[root_method(row.method)].uses_llm
 
 
 def select_rows(paper: str, include_llm: bool = True) -> list[Row]:

@@ -37,6 +37,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 RENAMED = {"sag_light": "sag_no_rerank (it keeps the coarse order; it never was a reranker)"}
 
 
+def root_method(name: str) -> str:
+    """The registered method a name runs: itself, or the base of a variant."""
+    return VARIANTS[name][0] if name in VARIANTS else name
+
+
 def method_names() -> list[str]:
     return [*METHODS, *VARIANTS]
 
@@ -54,4 +59,4 @@ def make_method(name: str, ctx: Context, **overrides: Any) -> Method:
     return METHODS[name](ctx, **overrides)
 
 
-__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names"]
+__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names", "root_method"]

@@ -21,10 +21,9 @@ def check_base(kind: str) -> None:
     """The base is an index retriever or another registered, non-GEAR method."""
     if kind in BASE_RETRIEVERS:
         return
-    from .. import METHODS, VARIANTS, method_names
-    root = VARIANTS[kind][0] if kind in VARIANTS else kind
-    if root not in METHODS or root in _GEAR_FAMILY:
-        usable = [m for m in method_names() if (VARIANTS[m][0] if m in VARIANTS else m) not in _GEAR_FAMILY]
+    from .. import METHODS, method_names, root_method
+    if root_method(kind) not in METHODS or root_method(kind) in _GEAR_FAMILY:
+        usable = [m for m in method_names() if root_method(m) not in _GEAR_FAMILY]
         raise ConfigError(f"GEAR base must be one of {BASE_RETRIEVERS} or a registered non-GEAR method "
                           f"({', '.join(u for u in usable if u not in BASE_RETRIEVERS)}), got {kind!r}")
 

@@ -89,6 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     _llm_args(rp)
     rp.add_argument("--quiet", action="store_true")
 
+    rs = sub.add_parser("record-showcase", help="record the LLM methods' full traces on a few demo questions, "
+                                               "for the app to open instantly (re-run after a prompt change)")
+    rs.add_argument("--kb", default="demo")
+    rs.add_argument("--questions", type=int, default=12, help="how many (spread over 2-, 3- and 4-hop)")
+    rs.add_argument("--methods", default="griever,gear,sag,grasp", help="comma-separated method names")
+    rs.add_argument("--out", type=Path, default=None, help="default data/showcase/<kb>.json.gz")
+    _llm_args(rs)
+
     kb = sub.add_parser("kb", help="inspect a KB")
     kb_sub = kb.add_subparsers(dest="kb_command", required=True)
     info = kb_sub.add_parser("info", help="counts, extraction per layer (with failure reasons), LLM extraction cost")
@@ -117,13 +125,17 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
                    help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
                         "an OpenAI-compatible base URL; env HOPTRACE_LLM")
     p.add_argument("--llm-model", default=None, help="model name for openai / URL endpoints; env HOPTRACE_LLM_MODEL")
+    p.add_argument("--profile", default=None, choices=["paper", "local"],
+                   help="LLM methods' hyperparameters: paper, or local (measured for a small model on 2 cores); "
+                        "default local for the embedded model, paper for an endpoint; env HOPTRACE_PROFILE")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
-                "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce}[
+                "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
+                "record-showcase": cmd_record_showcase}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -224,7 +236,7 @@ def _context(kb: str, args=None):
         ensure_demo()
     store = open_store(kb)
     llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None)))
-    return Context(store, get_embedder(store.info().embed_model), llm)
+    return Context(store, get_embedder(store.info().embed_model), llm, profile=getattr(args, "profile", None))
 
 
 def _settings(pairs: list[str]) -> dict:
@@ -337,6 +349,29 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def cmd_record_showcase(args) -> int:
+    from .showcase import choose_questions, record
+
+    if args.questions < 1:
+        raise ConfigError(f"--questions must be at least 1, got {args.questions}")
+    ctx = _context(args.kb, args)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    questions = choose_questions(ctx.store.questions(), args.questions)
+    if not questions:
+        raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
+    ctx.warm()
+    t0 = time.time()
+
+    def done(i: int, n: int, method: str, run) -> None:
+        print(f"[{i}/{n}] {method}: {run.status} · {run.latency_ms / 1000:.1f} s · tokens {run.tokens_in}/"
+              f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
+
+    out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done)
+    print(f"wrote {out} ({len(questions)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
+          f"LLM {ctx.llm.describe()})")
+    return 0
+
+
 def cmd_kb(args) -> int:
     from .store import open_store
 
@@ -401,9 +436,13 @@ def cmd_bench_store(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    from .llm import LLMSettings
     from ui.app import main as serve
 
-    serve(host=args.host, port=args.port)
+    # The flags win over the environment (README's --llm table); parsed here so a bad spec
+    # fails before the app starts.
+    serve(host=args.host, port=args.port, llm_settings=LLMSettings.parse(args.llm, args.llm_model),
+          profile=args.profile)
     return 0
 
 

@@ -21,7 +21,7 @@ import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, ClassVar, Iterator, Optional
 
 from .errors import HopTraceError
 
@@ -95,6 +95,17 @@ class Stage:
     def empty(self, why: str) -> None:
         self.status, self.message = "empty", why
 
+    # Live progress of a running stage (not part of the stored record): what its LLM call is
+    # doing, e.g. {"llm": "generating", "tokens_out": 37, "elapsed_s": 2.1}. The tracer sets
+    # `_listener` for the block's duration; `report` passes the update on.
+    progress: ClassVar[dict] = {}
+    _listener: ClassVar[Optional[Callable[["Stage"], None]]] = None
+
+    def report(self, **info: Any) -> None:
+        self.progress = {**self.progress, **info}
+        if self._listener is not None:
+            self._listener(self)
+
     def add_llm_call(self, call: LLMCall) -> None:
         self.llm_calls.append(call)
         self.tokens_in += call.tokens_in
@@ -156,15 +167,20 @@ class StageFailed(Exception):
 
 
 class Tracer:
-    def __init__(self, on_stage: Optional[Callable[[Stage], None]] = None):
+    def __init__(self, on_stage: Optional[Callable[[Stage], None]] = None,
+                 on_progress: Optional[Callable[[Stage], None]] = None):
         self.stages: list[Stage] = []
         self.on_stage = on_stage
+        self.on_progress = on_progress  # a stage as it starts, and on each report() while it runs
         self.answer: Optional[str] = None  # a method that generates its own answer (GRASP) puts it here
 
     @contextmanager
     def stage(self, name: str, title: str) -> Iterator[Stage]:
         st = Stage(name=name, title=title, started_at=time.time())
         t0 = time.perf_counter()
+        if self.on_progress:
+            st._listener = self.on_progress
+            st.report(running=True)
         try:
             yield st
         except StageFailed:
@@ -179,6 +195,7 @@ class Tracer:
             raise StageFailed(st.message) from e
         finally:
             st.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+            st._listener = None
             self.stages.append(st)
             if self.on_stage:
                 self.on_stage(st)
@@ -189,7 +206,7 @@ class NestedTracer(Tracer):
     stages go to the parent's trace, named `<prefix>.<stage>`, streamed as they finish."""
 
     def __init__(self, parent: Tracer, prefix: str, label: str):
-        super().__init__(None)
+        super().__init__(None, None)
         self.parent, self.prefix, self.label = parent, prefix, label
 
     @contextmanager

@@ -97,7 +97,7 @@ def test_grasp_control_flow_with_a_scripted_llm(ctx):
     run = make_method("grasp", dataclasses.replace(ctx, llm=llm)).run(Q, k=5)
     assert run.status == "ok", run.error
     names = [s.name for s in run.stages]
-    assert names == ["plan", "sub1_rewrite", "sub1_search_1", "sub1_select_1", "sub1_vote_1", "sub1_evaluate_1",
+    assert names == ["profile", "plan", "sub1_rewrite", "sub1_search_1", "sub1_select_1", "sub1_vote_1", "sub1_evaluate_1",
                      "sub2_rewrite", "sub2_search_1", "sub2_select_1", "sub2_vote_1", "sub2_evaluate_1",
                      "sub2_search_2", "sub2_select_2", "sub2_vote_2", "sub2_evaluate_2", "synthesis", "ranking"]
     st = {s.name: s for s in run.stages}

@@ -73,7 +73,7 @@ def test_sag_stages_form_the_auditable_chain(ctx):
     run, backend = run_sag(ctx, {"query entities": [ents], "rerank": [json.dumps({"selected": [2, 1]})]})
     assert run.status == "ok", run.error
     names = [s.name for s in run.stages]
-    assert names == ["query_entities", "entity_expansion", "seed_events", "expansion", "coarse_rank", "rerank",
+    assert names == ["profile", "query_entities", "entity_expansion", "seed_events", "expansion", "coarse_rank", "rerank",
                      "direct_chunks", "merge", "ranking"]
     st = {s.name: s for s in run.stages}
     match = st["entity_expansion"].payload["expanded"][0]["matches"]

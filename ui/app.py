@@ -18,6 +18,7 @@ from retrieval.errors import HopTraceError
 from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
+from retrieval import showcase as showcase_mod
 from traces.store import TraceStore
 
 from . import render
@@ -30,7 +31,8 @@ RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens
 
 def _columns(prog) -> str:
     return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
-                                                running=not prog.done and m not in prog.runs)
+                                                running=not prog.done and m not in prog.runs,
+                                                live=prog.live.get(m))
                              for m in prog.methods), prog.session_id)
 
 
@@ -57,6 +59,26 @@ def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str]
     return runs, gold, kb, question
 
 
+SHOWCASE_PREFIX = "showcase:"
+
+
+def _load_showcase(kb: str):
+    """The shipped recording, or None; a broken file must not stop the app (it says why)."""
+    try:
+        return showcase_mod.load_for(kb), ""
+    except HopTraceError as e:
+        return None, str(e)
+
+
+def _showcase_grid(sc, item) -> str:
+    note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
+            f"Press <b>Run live</b> to run this question now.</div>")
+    if item.stale:
+        note += ("<div class='ht-meta'>Not shown, because the recording no longer matches this version: "
+                 + ", ".join(f"{render.esc(m)} ({render.esc(why)})" for m, why in item.stale.items()) + "</div>")
+    return note + _stored_grid(item.current_runs, set(item.gold))
+
+
 def _stored_grid(runs: dict, gold: set[str]) -> str:
     return render.grid_html(render.column_html(m, r.stages, r, gold, running=False) for m, r in runs.items())
 
@@ -76,6 +98,12 @@ def build(state: AppState) -> gr.Blocks:
         session_state = gr.State("")
 
         with gr.Tab("Ask"):
+            sc, sc_error = _load_showcase("demo")
+            with gr.Row(visible=sc is not None or bool(sc_error)):
+                sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=None, scale=4,
+                                      label=(f"Showcase: open a recorded run instantly ({sc.banner})" if sc
+                                             else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
+                live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
             question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
             example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
             with gr.Row():
@@ -177,10 +205,33 @@ def build(state: AppState) -> gr.Blocks:
 
         run_btn.click(ask, [kb, question, methods, k, iterations, with_answer], [columns, graph, graph_pick, comparison, link, session_state],
                       concurrency_limit=2, concurrency_id="ask")
+        live_btn.click(ask, [kb, question, methods, k, iterations, with_answer],
+                       [columns, graph, graph_pick, comparison, link, session_state],
+                       concurrency_limit=2, concurrency_id="ask")
+
+        def open_recorded(label):
+            """A showcase question from the recording: no model runs, so it opens at once."""
+            item = sc.find(label) if sc and label else None
+            if item is None:
+                return (gr.update(),) * 8
+            runs = item.current_runs
+            choices = _graph_choices(runs)
+            st = _pick_stage(runs, choices[-1]) if choices else None
+            return ("demo", item.question, gr.update(value=list(runs)) if runs else gr.update(), _showcase_grid(sc, item),
+                    gr.update(choices=choices, value=choices[-1] if choices else None),
+                    render.graph_iframe(st.subgraph if st else None, set(item.gold)),
+                    render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label)
+
+        sc_pick.change(open_recorded, sc_pick, [kb, question, methods, columns, graph_pick, graph, comparison,
+                                                session_state])
 
         def pick_graph(choice, sid):
             if not sid:
                 return ""
+            if sid.startswith(SHOWCASE_PREFIX):
+                item = sc.find(sid[len(SHOWCASE_PREFIX):]) if sc else None
+                st = _pick_stage(item.current_runs, choice) if item else None
+                return render.graph_iframe(st.subgraph if st else None, set(item.gold) if item else set())
             runs, gold, _, _ = _stored_session(state.traces, sid)
             st = _pick_stage(runs, choice)
             return render.graph_iframe(st.subgraph if st else None, gold)
@@ -338,10 +389,10 @@ def _session_url(session_id: str) -> str:
     return f"?session={session_id}"
 
 
-def main(host: str | None = None, port: int | None = None) -> None:
+def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None) -> None:
     t0 = time.time()
     ensure_demo()
-    state = AppState()
+    state = AppState(llm_settings=llm_settings, profile=profile)
     state.start_llm()
     app = build(state)
     print(f"HopTrace ready in {time.time() - t0:.1f} s (KBs: {', '.join(state.kb_names())})", flush=True)

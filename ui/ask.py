@@ -27,7 +27,14 @@ class Progress:
     runs: dict[str, RunResult] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
     latest: Optional[tuple[str, Stage]] = None  # the last stage that arrived
+    live: dict[str, Stage] = field(default_factory=dict)  # each method's running stage, with its progress
     done: bool = False
+
+
+@dataclass
+class _Live:
+    """A stage that started or reported progress (as opposed to one that finished)."""
+    stage: Stage
 
 
 def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int,
@@ -49,7 +56,8 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
         try:
             settings = griever_settings if name.startswith("griever") else {}
             method = make_method(name, open_kb.ctx, **(settings or {}))
-            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer)
+            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer,
+                             on_progress=lambda st: events.put((name, _Live(st))))
         except HopTraceError as e:
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down
@@ -67,8 +75,12 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
     while remaining:
         try:
-            name, item = events.get(timeout=max(0.1, deadline - time.time()))
+            name, item = events.get(timeout=1.0)
         except queue.Empty:
+            if time.time() < deadline:
+                if prog.live:  # a long LLM read sends no event for seconds: refresh its clock
+                    yield prog
+                continue
             for name in remaining:
                 prog.runs[name] = RunResult(name, question, status="error", error="timed out after 900 s")
             break
@@ -79,14 +91,18 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             except queue.Empty:
                 break
         for name, item in batch:
-            if isinstance(item, Stage):
+            if isinstance(item, _Live):
+                prog.live[name] = item.stage
+            elif isinstance(item, Stage):
                 prog.stages[name].append(item)
+                prog.live.pop(name, None)
                 prog.latest = (name, item)
             else:
                 run, rid = item
                 prog.runs[name] = run
                 prog.run_ids[name] = rid
                 prog.stages[name] = run.stages or prog.stages[name]
+                prog.live.pop(name, None)
                 remaining.discard(name)
         if remaining:
             yield prog

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 from typing import Any, Iterable, Optional
 
 from retrieval.trace import RunResult, Stage, Subgraph
@@ -34,6 +35,8 @@ CSS = """
 .ht-nested{display:inline-block;vertical-align:top}.ht-nested>summary{cursor:pointer;color:#3f3f46}
 .ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
 .ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
+.ht-live{border-color:#2563eb;background:#eff6ff}
+.ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:4px 8px;margin-bottom:6px}
 """
 
 
@@ -152,8 +155,28 @@ def ranking_html(run: RunResult, gold: set[str]) -> str:
             f"{missed}")
 
 
+def live_html(st: Stage) -> str:
+    """The stage a method is in now, with what its LLM call is doing (Stage.progress)."""
+    p = st.progress
+    elapsed = max(0.0, time.time() - st.started_at)
+    what = p.get("llm")
+    purpose = esc(p.get("purpose", ""))
+    if what == "waiting":
+        n = int(p.get("ahead", 1))
+        doing = f"waiting for the LLM ({n} request{'s' if n != 1 else ''} ahead) · {purpose}"
+    elif what == "reading":
+        doing = f"LLM reading the prompt · {purpose}"
+    elif what == "writing":
+        cap = f" of at most {int(p['max_tokens'])}" if p.get("max_tokens") else ""
+        doing = f"LLM writing · {purpose} · {int(p.get('tokens_out', 0))} tokens so far{cap}"
+    else:
+        doing = "running"
+    return (f"<div class='ht-stage ht-live'>⏳ <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
+            f"{doing} · {elapsed:.1f} s</span></div>")
+
+
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
-                running: bool) -> str:
+                running: bool, live: Optional[Stage] = None) -> str:
     head = f"<h3>{esc(method)}</h3>"
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
@@ -164,6 +187,8 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     elif running:
         head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
     body = "".join(stage_html(s, gold) for s in stages)
+    if live is not None and run is None:
+        body += live_html(live)
     tail = ranking_html(run, gold) if run is not None and run.ranked else ""
     return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
 

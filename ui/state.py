@@ -26,7 +26,8 @@ class OpenKB:
 
 
 class AppState:
-    def __init__(self, trace_path: Path | None = None, llm_settings: LLMSettings | None = None):
+    def __init__(self, trace_path: Path | None = None, llm_settings: LLMSettings | None = None,
+                 profile: str | None = None):
         self.traces = TraceStore(trace_path or home() / "traces.sqlite")
         self._kbs: dict[str, OpenKB] = {}
         self._lock = threading.Lock()
@@ -34,6 +35,7 @@ class AppState:
         self.llm_settings = llm_settings or LLMSettings.parse()
         self.llm: LLM | None = get_llm(self.llm_settings)
         self.llm_status = "not started" if self.llm else "none configured"
+        self.profile = profile  # None: by backend (methods/profiles.py)
 
     def start_llm(self) -> None:
         """Start the LLM backend in the background, so the app is ready before the model is."""
@@ -66,7 +68,7 @@ class AppState:
         with self._lock:
             if name not in self._kbs:
                 store = open_store(name if name.startswith("es+") else str(kb_dir() / f"{name}.sqlite"))
-                ctx = Context(store, get_embedder(store.info().embed_model), self.llm)
+                ctx = Context(store, get_embedder(store.info().embed_model), self.llm, profile=self.profile)
                 ctx.warm()
                 questions = store.questions()
                 self._kbs[name] = OpenKB(name, ctx, questions,

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from ..paths import home
 from .errors import LLMCallError, LLMUnavailable
@@ -55,14 +55,20 @@ class OpenAICompatible:
             return {"type": "json_schema", "json_schema": {"name": name or "answer", "schema": schema}}
         return {"type": "json_object"}
 
+    # Streams when asked for progress (on_token), so the app can show tokens as they come.
+    streams = True
+
     def complete(self, messages: list[dict], *, max_tokens: int, temperature: float, seed: int,
-                 schema: Optional[dict] = None, name: str = "") -> RawReply:
+                 schema: Optional[dict] = None, name: str = "",
+                 on_token: Optional[Callable[[int], None]] = None) -> RawReply:
         import openai
 
         while True:
             fmt = self.response_format(schema, name)
             kwargs = {"response_format": fmt} if fmt else {}
             try:
+                if on_token is not None:
+                    return self._stream(messages, max_tokens, temperature, seed, kwargs, on_token)
                 resp = self._client.chat.completions.create(
                     model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature,
                     seed=seed, **kwargs)
@@ -86,9 +92,44 @@ class OpenAICompatible:
         usage = resp.usage
         return RawReply(text, usage.prompt_tokens if usage else None, usage.completion_tokens if usage else None)
 
+    def _stream(self, messages, max_tokens, temperature, seed, kwargs, on_token) -> RawReply:
+        """One streamed request: on_token(n) after each chunk; usage from the last chunk if the
+        endpoint sends one (stream_options), else None and the caller counts."""
+        extra = self._stream_options()
+        stream = self._client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+            stream=True, **kwargs, **extra)
+        parts: list[str] = []
+        usage = None
+        n = 0
+        for chunk in stream:
+            if getattr(chunk, "usage", None):
+                usage = chunk.usage
+            for ch in chunk.choices or []:
+                piece = ch.delta.content if ch.delta else None
+                if piece:
+                    parts.append(piece)
+                    n += 1
+                    on_token(n)
+        text = "".join(parts)
+        if usage:
+            return RawReply(text, usage.prompt_tokens, usage.completion_tokens)
+        return RawReply(text, self.count_prompt(messages), self.count_tokens(text) if text else 0)
+
+    def _stream_options(self) -> dict:
+        return {"stream_options": {"include_usage": True}}
+
+    def count_prompt(self, messages: list[dict]) -> int:
+        return self.count_tokens("\n".join(m["content"] for m in messages)) + 4 * len(messages)
+
     def count_tokens(self, text: str) -> int:
         # Only when an endpoint reports no usage: ~4 characters a token for English.
         return max(1, len(text) // 4)
+
+
+def chatml(messages: list[dict]) -> str:
+    """Messages as the Qwen chat template renders them (what llama.cpp tokenizes)."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
 
 
 def _free_port() -> int:
@@ -139,6 +180,13 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,
                "--n_threads_batch", threads, "--model_alias", self.model, "--verbose", "False"]
+        if self.settings.prompt_cache_mb > 0:
+            # Without it llama.cpp reuses only the previous request's prefix; the agents alternate
+            # between steps (read, reason, rewrite), so each step's fixed instructions would be
+            # read again every time. The RAM cache keeps a state per prompt and resumes from the
+            # longest matching prefix.
+            cmd += ["--cache", "True", "--cache_type", "ram",
+                    "--cache_size", str(self.settings.prompt_cache_mb << 20)]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         atexit.register(self.stop)
         t0 = time.time()
@@ -186,6 +234,14 @@ class EmbeddedLlamaCpp(OpenAICompatible):
             from .models import gguf_token_counter
             self._tokenizer = gguf_token_counter(self.gguf)
         return self._tokenizer(text)
+
+    def _stream_options(self) -> dict:
+        return {}  # llama-cpp-python's server sends no usage when streaming; we count ourselves
+
+    def count_prompt(self, messages: list[dict]) -> int:
+        # Qwen's chat template is ChatML: each message is <|im_start|>role\n…<|im_end|>\n, then the
+        # assistant header the model continues from.
+        return self.count_tokens(chatml(messages))
 
 
 def make_backend(settings: LLMSettings):

@@ -49,6 +49,9 @@ class LLM:
         self._backend = backend
         self._start_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+        # Requests holding or waiting for a slot: a stage that must wait says how many are ahead.
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
 
     @property
     def backend(self) -> ChatBackend:
@@ -80,9 +83,7 @@ class LLM:
         t0 = time.perf_counter()
         if cached is None:
             try:
-                with self._slots:
-                    raw = self.backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                                                schema=schema, name=purpose)
+                raw = self._send(stage, purpose, messages, schema, max_tokens, temperature, seed)
             except Exception as e:
                 self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, str(e))
                 raise
@@ -97,6 +98,38 @@ class LLM:
             self._record(stage, purpose, messages, cached.text, cached.tokens_in, cached.tokens_out,
                          (time.perf_counter() - t0) * 1000, True)
         return cached
+
+    def _send(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
+              max_tokens: int, temperature: float, seed: int) -> RawReply:
+        """One request through the concurrency limit, reporting to the stage while it waits for
+        a slot and, on a backend that streams, each token as it is written."""
+        with self._count_lock:
+            ahead = self._in_flight - self.settings.max_concurrency + 1
+            self._in_flight += 1
+        try:
+            if stage is not None and ahead > 0:
+                stage.report(llm="waiting", purpose=purpose, ahead=ahead)
+            with self._slots:
+                backend = self.backend
+                if stage is None or not getattr(backend, "streams", False):
+                    return backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                            schema=schema, name=purpose)
+                t0 = time.perf_counter()
+                stage.report(llm="reading", purpose=purpose, tokens_out=0, elapsed_s=0.0)
+                last = [0.0]
+
+                def on_token(n: int) -> None:
+                    now = time.perf_counter()
+                    if now - last[0] >= 0.4:  # a UI update per ~0.4 s, not one per token
+                        last[0] = now
+                        stage.report(llm="writing", purpose=purpose, tokens_out=n, max_tokens=max_tokens,
+                                     elapsed_s=round(now - t0, 1))
+
+                return backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                        schema=schema, name=purpose, on_token=on_token)
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
 
     def _record(self, stage, purpose, messages, text, t_in, t_out, latency, cached, error=None) -> None:
         if stage is not None:

@@ -82,8 +82,8 @@ def model_file(name: str = DEFAULT_MODEL) -> Path:
 _silenced = None  # the ctypes log callback; kept referenced, llama.cpp holds its pointer
 
 
-def gguf_token_counter(path: Path):
-    """Count tokens with a GGUF model's own tokenizer: vocabulary only, no weights loaded.
+def gguf_tokenizer(path: Path):
+    """A GGUF model's own tokenizer (text → token ids): vocabulary only, no weights loaded.
 
     llama.cpp logs context warnings from C even with verbose=False; a tokenizer needs
     none, so its log goes to a callback that drops everything."""
@@ -94,4 +94,11 @@ def gguf_token_counter(path: Path):
         _silenced = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
         llama_cpp.llama_log_set(_silenced, None)
     tok = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-    return lambda text: len(tok.tokenize(text.encode("utf-8"), add_bos=False))
+    # special=True: chat-template markers (<|im_start|>) are the one token each they are.
+    return lambda text: tok.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+
+def gguf_token_counter(path: Path):
+    """Count tokens with a GGUF model's own tokenizer."""
+    tokenize = gguf_tokenizer(path)
+    return lambda text: len(tokenize(text))

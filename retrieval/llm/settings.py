@@ -36,6 +36,8 @@ class LLMSettings:
     # Local context window: SAG's rerank lists 100 candidate events (~7k tokens), GEAR's read
     # of 15 passages ~2.5k. The KV cache at 16k costs ~0.5 GB for the 1.5B model.
     n_ctx: int = 16384
+    # llama.cpp's prompt-state cache (RAM) for the embedded server; 0 turns it off.
+    prompt_cache_mb: int = 1024
 
     @property
     def max_concurrency(self) -> int:

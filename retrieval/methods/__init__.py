@@ -1,9 +1,10 @@
 """Method registry: CLI and UI names → method classes, plus named ablation variants."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import ConfigError
+from . import profiles
 from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
 from .gear import Gear, NaiveGE, SyncGE
@@ -46,17 +47,21 @@ def method_names() -> list[str]:
     return [*METHODS, *VARIANTS]
 
 
-def make_method(name: str, ctx: Context, **overrides: Any) -> Method:
-    if name in VARIANTS:
-        base, settings = VARIANTS[name]
-        method = METHODS[base](ctx, **{**settings, **overrides})
-        method.name = name  # traces and bench rows carry the variant's name
-        return method
+def make_method(name: str, ctx: Context, profile: Optional[str] = None, **overrides: Any) -> Method:
+    """A method by name, configured as profile → variant → overrides (methods/profiles.py)."""
     if name in RENAMED:
         raise ConfigError(f"method {name!r} is now called {RENAMED[name]}")
-    if name not in METHODS:
+    if name not in METHODS and name not in VARIANTS:
         raise ConfigError(f"unknown method {name!r}; available: {', '.join(method_names())}")
-    return METHODS[name](ctx, **overrides)
+    root = root_method(name)
+    cls = METHODS[root]
+    chosen = profiles.resolve(profile or ctx.profile, ctx.llm) if cls.uses_llm else "paper"
+    settings = {**profiles.settings_for(root, chosen), **(VARIANTS[name][1] if name in VARIANTS else {}), **overrides}
+    method = cls(ctx, **settings)
+    method.name = name  # traces and bench rows carry the variant's name
+    method.profile = chosen
+    method.paper_config = cls.Config()
+    return method
 
 
 __all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names", "root_method"]

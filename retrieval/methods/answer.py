@@ -14,18 +14,19 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
 TOP_PASSAGES = 5   # GEAR Table 3: QA with the top-5 retrieved passages
 
 
+# Fixed part first, so every answer request shares it as a cached token prefix.
+ANSWER_INSTRUCTIONS = (
+    "Read the passages and answer the question. Give a short, definite answer of at most 6 words, with no "
+    'explanation. Answer as {"answer": "..."}.\n\n'
+    "Example\nTitle: Harbour Lights (film)\nHarbour Lights is a 1931 drama directed by Mara Ellison.\n\n"
+    "Title: Mara Ellison\nMara Ellison (1890 – 1958) was a Scottish film director.\n\n"
+    'Question: When did the director of Harbour Lights die?\nAnswer: {"answer": "1958"}\n\n')
+
+
 def answer_messages(question: str, passages: list[tuple[str, str]]) -> list[dict]:
     docs = "\n\n".join(f"Title: {t}\n{x}" for t, x in passages)
-    user = (
-        "Read the passages and answer the question.\n\n"
-        "Example\nTitle: Harbour Lights (film)\nHarbour Lights is a 1931 drama directed by Mara Ellison.\n\n"
-        "Title: Mara Ellison\nMara Ellison (1890 – 1958) was a Scottish film director.\n\n"
-        'Question: When did the director of Harbour Lights die?\nAnswer: {"answer": "1958"}\n\n'
-        f"Passages:\n{docs}\n\nQuestion: {question}\n"
-        "Give a short, definite answer of at most 6 words, with no explanation. "
-        'Answer as {"answer": "..."}.')
     return [{"role": "system", "content": "You answer questions from passages. You answer only with JSON."},
-            {"role": "user", "content": user}]
+            {"role": "user", "content": f"{ANSWER_INSTRUCTIONS}Passages:\n{docs}\n\nQuestion: {question}"}]
 
 
 def parse_answer(value: Any) -> str:

@@ -23,7 +23,8 @@ class Context:
     """The backends a method may use; chosen by configuration, never by the method."""
     store: SearchStore
     embedder: Embedder
-    llm: Any = None  # the LLM client interface (a later issue); None = no LLM available
+    llm: Any = None  # the LLM client interface (retrieval.llm.client.LLM); None = no LLM available
+    profile: Optional[str] = None  # paper | local; None = by backend (methods/profiles.py)
 
     # What the methods read on every query: loaded up front, the first question is not
     # charged for loading (bench, `ask` and the app all call warm()).
@@ -44,6 +45,8 @@ class Method(ABC):
     # runs the method once per k, as the papers' R@k columns do; otherwise it slices one run.
     k_dependent: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = False   # shown in the app; such methods say so when no LLM is configured
+    profile: str = "paper"             # set by make_method (methods/profiles.py)
+    paper_config: Any = None           # the paper's defaults, to list what this run changed
 
     def __init__(self, ctx: Context, config: Any = None, **overrides: Any):
         self.ctx = ctx
@@ -61,14 +64,19 @@ class Method(ABC):
         """The pipeline. Each step opens `tracer.stage(...)`; returns the final ranking."""
 
     def run(self, question: str, k: int = 10, on_stage: Optional[Callable[[Stage], None]] = None,
-            answer: bool = False) -> RunResult:
+            answer: bool = False, on_progress: Optional[Callable[[Stage], None]] = None) -> RunResult:
+        """`on_stage` gets each stage as it finishes; `on_progress` gets a stage when it starts
+        and whenever its LLM call reports progress (`stage.progress`)."""
         q = check_question(question)
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
-        tracer = Tracer(on_stage)
-        result = RunResult(self.name, q, config={"k": k, **(asdict(self.config) if is_dataclass(self.config) else {})})
+        tracer = Tracer(on_stage, on_progress)
+        result = RunResult(self.name, q, config={"k": k, "profile": self.profile,
+                                                 **(asdict(self.config) if is_dataclass(self.config) else {})})
         t0 = time.perf_counter()
         try:
+            if self.uses_llm and self.ctx.llm is not None:  # without one it runs its fallback
+                self.profile_stage(tracer)
             result.ranked = self.retrieve(q, k, tracer)[:k]
         except StageFailed as e:
             result.status, result.error = "error", str(e)
@@ -82,6 +90,18 @@ class Method(ABC):
         result.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
         result.stages = tracer.stages
         return result
+
+
+    def profile_stage(self, tracer: Tracer) -> None:
+        """The run's profile and each value that differs from the paper (methods/profiles.py)."""
+        from .profiles import differences
+        diff = differences(self.config, self.paper_config) if self.paper_config is not None else {}
+        with tracer.stage("profile", f"Profile: {self.profile}") as st:
+            st.payload = {"profile": self.profile,
+                          "differs_from_paper": {k: {"paper": a, "this_run": b} for k, (a, b) in diff.items()}}
+            if diff:
+                st.message = "differs from the paper in " + ", ".join(f"{k} = {b} (paper {a})"
+                                                                      for k, (a, b) in diff.items())
 
 
 def ranked_from_hits(ctx: Context, hits: list[Hit]) -> list[RankedPassage]:

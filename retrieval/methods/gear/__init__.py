@@ -10,6 +10,7 @@ With no LLM configured, syncge and gear say so in a `fallback` stage and run Nai
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Optional
 
 from ...store.base import Hit
 from ...trace import RankedPassage, Tracer
@@ -93,7 +94,7 @@ class SyncGE(_ReadingGE):
     def read_and_expand(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg = self.config
         base, qvec = stage_base(self.ctx, tracer, question, k, cfg.base, cfg.base_over_triples, base_k=cfg.base_k)
-        proximal = stage_read(self.ctx, tracer, question, base, [], cfg.read_max_words)
+        proximal = stage_read(self.ctx, tracer, question, base, [], cfg)
         seeds = stage_triple_link(self.ctx, tracer, proximal)
         fused = expansion(self.ctx, tracer, question, qvec, base, seeds, cfg, k)
         return final_stage(tracer, ranked_from_hits(self.ctx, fused), question, "RRF(beam passages, base passages)")
@@ -111,11 +112,12 @@ class Gear(_ReadingGE):
         per_round: list[list[Hit]] = []
         query = question
         asked = {question.strip().lower()}
+        read: Optional[set] = None if cfg.reread else set()  # passage ids read so far (reread = False)
         for n in range(1, rounds + 1):
             base, qvec = stage_base(self.ctx, tracer, query, cfg.agent_base_k, cfg.base,
                                     cfg.base_over_triples, name=f"base_{n}", title=f"Round {n} base retrieval",
                                     base_k=cfg.base_k)
-            proximal = stage_read(self.ctx, tracer, question, base, memory, cfg.read_max_words, name=f"read_{n}")
+            proximal = stage_read(self.ctx, tracer, question, base, memory, cfg, name=f"read_{n}", already_read=read)
             seeds = stage_triple_link(self.ctx, tracer, proximal, name=f"triple_link_{n}")
             expanded = expansion(self.ctx, tracer, query, qvec, base, seeds, cfg, cfg.agent_base_k, f"_{n}")
             per_round.append(expanded)
@@ -124,8 +126,9 @@ class Gear(_ReadingGE):
             # with what is already known passed in as facts.
             seen = {h.id for h in base}
             added = [h for h in expanded if h.id not in seen]
-            extra = stage_read(self.ctx, tracer, question, added, memory + proximal, cfg.read_max_words,
-                               name=f"read_expanded_{n}", what="passages graph expansion added") if added else []
+            extra = stage_read(self.ctx, tracer, question, added, memory + proximal, cfg, name=f"read_expanded_{n}",
+                               what="passages graph expansion added", already_read=read,
+                               limit=cfg.read_expanded_max) if added else []
             memory = stage_gist_memory(tracer, memory, proximal + extra, n)
             verdict = stage_reason(self.ctx, tracer, question, memory, n)
             if verdict["answerable"] or n == rounds:

@@ -36,4 +36,11 @@ class GearConfig:
     # The read prompt (eq. 1/4) gets each passage cut to this many words, so 10 passages fit a
     # small model's context and time budget (~2k prompt tokens). 0 = whole passages.
     read_max_words: int = 150
+    # How much the read step (eq. 1/4) reads and writes; the paper reads every passage of
+    # C'_q / C_q(n) and caps nothing. The `local` profile lowers these (methods/profiles.py).
+    read_passages: Optional[int] = None    # read only the first n passages of each list; None = all
+    max_triples: int = 8                   # triples a read may return (the grammar enforces it)
+    reread: bool = True                    # False: a later round skips passages an earlier round read
+    #                                        (their facts are in the gist memory already)
+    read_expanded_max: Optional[int] = None  # passages graph expansion added that are read; None = all
     k_rrf: int = 60

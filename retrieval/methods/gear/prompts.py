@@ -39,44 +39,55 @@ def _cut(text: str, max_words: int) -> str:
     return text if not max_words or len(words) <= max_words else " ".join(words[:max_words]) + " …"
 
 
-def read_messages(question: str, passages: Sequence[Passage], memory: Sequence[TRIPLE], max_words: int) -> list[dict]:
+# Every prompt is [fixed instructions, example, output format] and then the inputs, so the
+# fixed part is the same token prefix in every request of a step and llama.cpp reuses its
+# cached computation instead of reading it again (tests/test_prompt_prefix.py checks this).
+READ_INSTRUCTIONS = (
+    "Task: collect the facts from the documents that help answer the question. Write each fact as a "
+    "knowledge triple [subject, predicate, object]. Use the names as the documents spell them and replace "
+    "pronouns with the names they stand for. A question like this is answered in steps (who or what is "
+    "meant, then a fact about it), so give the facts for every step, including facts about entities that "
+    "your other facts name. If the documents hold only part of what is needed, give the facts they do hold. "
+    "If facts already known are listed, do not repeat them; add what is still missing.\n"
+    'Answer as {"triples": [[subject, predicate, object], ...]}.\n\n'
+    "Example\nQuestion: In which country was the composer of the opera Marisol born?\n"
+    'Facts: {"triples": [["Marisol", "composed by", "Tomas Reyna"], ["Tomas Reyna", "born in", "Chile"]]}\n\n'
+    "Now the documents and the question.\n")
+REASON_INSTRUCTIONS = (
+    "Task: decide whether the known facts are enough to answer the question.\n"
+    'If they are enough, answer {"answerable": true, "answer": "<the answer>", "reason": "<which facts give it>"}.\n'
+    'If not, answer {"answerable": false, "answer": "", "reason": "<what is missing and why>"}.\n\n')
+REWRITE_INSTRUCTIONS = (
+    "Task: the known facts do not yet answer the question. Write the next, simpler question to search for, "
+    "the piece of information that is still missing. Use what the facts already tell you.\n"
+    'Answer as {"next_question": "..."}.\n\n'
+    "Example\nQuestion: Which river flows through the birthplace of the author of Grey Harbour?\n"
+    'Known facts: ("Grey Harbour", "written by", "Ines Calder")\n'
+    "Why not answerable: the facts name the author but not where she was born.\n"
+    'Next question: {"next_question": "Where was Ines Calder born?"}\n\n')
+
+
+def read_messages(question: str, passages: Sequence[Passage], memory: Sequence[TRIPLE], max_words: int,
+                  max_triples: int = 8) -> list[dict]:
     docs = "\n\n".join(f"[{i + 1}] {p.title}\n{_cut(p.text, max_words)}" for i, p in enumerate(passages))
-    memory_part = (f"\nFacts already known (do not repeat them; add what is still missing):\n{_facts(memory)}\n"
-                   if memory else "")
-    user = (
-        "Task: collect the facts from the documents that help answer the question. Write each fact as a "
-        "knowledge triple [subject, predicate, object]. Use the names as the documents spell them and replace "
-        "pronouns with the names they stand for.\n\n"
-        "Example\nQuestion: In which country was the composer of the opera Marisol born?\n"
-        'Facts: {"triples": [["Marisol", "composed by", "Tomas Reyna"], ["Tomas Reyna", "born in", "Chile"]]}\n\n'
-        f"Documents:\n{docs}\n{memory_part}\n"
-        f"Question: {question}\n"
-        "A question like this is answered in steps (who or what is meant, then a fact about it), so give the "
-        "facts for every step, including facts about entities that your other facts name. If the documents "
-        "hold only part of what is needed, give the facts they do hold. Give at most 8 triples. "
-        'Answer as {"triples": [[subject, predicate, object], ...]}.')
+    memory_part = f"\nFacts already known:\n{_facts(memory)}\n" if memory else ""
+    user = (f"{READ_INSTRUCTIONS}Documents:\n{docs}\n{memory_part}\n"
+            f"Question: {question}\nGive at most {max_triples} triples.")
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
+def read_schema(max_triples: int) -> dict:
+    """READ_SCHEMA with the triple count capped by the grammar, not only asked for."""
+    return {**READ_SCHEMA, "properties": {"triples": {**READ_SCHEMA["properties"]["triples"], "maxItems": max_triples}}}
+
+
 def reason_messages(question: str, memory: Sequence[TRIPLE]) -> list[dict]:
-    user = (
-        "Task: decide whether the known facts are enough to answer the question.\n"
-        f"Question: {question}\nKnown facts: {_facts(memory)}\n\n"
-        'If they are enough, answer {"answerable": true, "answer": "<the answer>", "reason": "<which facts give it>"}.\n'
-        'If not, answer {"answerable": false, "answer": "", "reason": "<what is missing and why>"}.')
+    user = f"{REASON_INSTRUCTIONS}Question: {question}\nKnown facts: {_facts(memory)}"
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
 def rewrite_messages(question: str, memory: Sequence[TRIPLE], reason: str) -> list[dict]:
-    user = (
-        "Task: the known facts do not yet answer the question. Write the next, simpler question to search for, "
-        "the piece of information that is still missing. Use what the facts already tell you.\n\n"
-        "Example\nQuestion: Which river flows through the birthplace of the author of Grey Harbour?\n"
-        'Known facts: ("Grey Harbour", "written by", "Ines Calder")\n'
-        "Why not answerable: the facts name the author but not where she was born.\n"
-        'Next question: {"next_question": "Where was Ines Calder born?"}\n\n'
-        f"Question: {question}\nKnown facts: {_facts(memory)}\nWhy not answerable: {reason}\n"
-        'Answer as {"next_question": "..."}.')
+    user = f"{REWRITE_INSTRUCTIONS}Question: {question}\nKnown facts: {_facts(memory)}\nWhy not answerable: {reason}"
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 

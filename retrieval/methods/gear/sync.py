@@ -2,11 +2,14 @@
 then link each to its most similar KB triple (tripleLink, eq. 2)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ...records import Triple
 from ...store.base import Hit
 from ...trace import Tracer
 from ..base import Context
-from .prompts import READ_SCHEMA, TRIPLE, parse_read, read_messages
+from .config import GearConfig
+from .prompts import TRIPLE, parse_read, read_messages, read_schema
 
 
 def add_triple_node(g, key: str, s: str, p: str, o: str, score=None, **attrs) -> str:
@@ -18,16 +21,33 @@ def add_triple_node(g, key: str, s: str, p: str, o: str, score=None, **attrs) ->
 
 
 def stage_read(ctx: Context, tracer: Tracer, question: str, passages_hits: list[Hit], memory: list[TRIPLE],
-               max_words: int, name: str = "read", what: str = "base passages") -> list[TRIPLE]:
+               cfg: GearConfig, name: str = "read", what: str = "base passages", already_read: Optional[set] = None,
+               limit: Optional[int] = None) -> list[TRIPLE]:
     """read(C'_q, q[, G]) → proximal triples T'_q (eq. 1; with the gist memory, eq. 4)."""
-    title = f"Read {len(passages_hits)} {what} → proximal triples" + (" (with gist memory)" if memory else "")
+    skipped = [h.id for h in passages_hits if already_read is not None and h.id in already_read]
+    todo = [h for h in passages_hits if h.id not in set(skipped)]
+    limit = limit if limit is not None else cfg.read_passages
+    unread = todo[limit:] if limit is not None else []
+    todo = todo[:limit] if limit is not None else todo
+    title = f"Read {len(todo)} {what} → proximal triples" + (" (with gist memory)" if memory else "")
     with tracer.stage(name, title) as st:
-        passages = ctx.store.passages([h.id for h in passages_hits])
-        msgs = read_messages(question, passages, memory, max_words)
-        triples = ctx.llm.json(st, "read", msgs, READ_SCHEMA, parse_read, max_tokens=400)
-        new = [t for t in triples if t not in set(memory)]
+        passages = ctx.store.passages([h.id for h in todo])
+        if already_read is not None:
+            already_read.update(p.id for p in passages)
         st.payload = {"question": question, "passages_read": [p.title for p in passages],
-                      "proximal_triples": [list(t) for t in new], "dropped_as_known": len(triples) - len(new)}
+                      "max_words": cfg.read_max_words, "max_triples": cfg.max_triples}
+        if skipped:  # profile `local`, reread = False: their facts are already in the gist memory
+            st.payload["skipped_read_before"] = [p.title for p in ctx.store.passages(skipped)]
+        if unread:
+            st.payload["not_read_over_limit"] = [p.title for p in ctx.store.passages([h.id for h in unread])]
+        if not passages:
+            st.empty("no passage left to read")
+            return []
+        msgs = read_messages(question, passages, memory, cfg.read_max_words, cfg.max_triples)
+        triples = ctx.llm.json(st, "read", msgs, read_schema(cfg.max_triples), parse_read,
+                               max_tokens=60 + 45 * cfg.max_triples)
+        new = [t for t in triples if t not in set(memory)]
+        st.payload.update({"proximal_triples": [list(t) for t in new], "dropped_as_known": len(triples) - len(new)})
         g = st.graph()
         for i, (s, p, o) in enumerate(new):
             add_triple_node(g, f"pt:{i}", s, p, o, proximal=True)

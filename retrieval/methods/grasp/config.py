@@ -18,3 +18,4 @@ class GraspConfig:
     # their union (a proposition outside BM25's top list counts BM25 = 0).
     search_depth: int = 100
     evidence_max_words: int = 180    # passages shown to the sub-agent are cut to this many words
+    max_observations: int = 4        # observations the evaluate step may write (the grammar caps it)

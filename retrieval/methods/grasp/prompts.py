@@ -24,24 +24,49 @@ EVALUATE_SCHEMA = {"type": "object", "properties": {
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 
+# Each prompt is [fixed instructions, examples, output format] then the inputs, so the fixed
+# part is a token prefix shared by every request of a step and llama.cpp keeps it computed
+# (tests/test_prompt_prefix.py).
+PLAN_INSTRUCTIONS = (
+    "Break the question into the single-fact questions that answer it, in the order they must be asked. "
+    "Refer to the answer of an earlier sub-question as #1, #2, … First write a one-line plan.\n"
+    'Answer as {"plan": "...", "sub_questions": ["...", ...]}.\n\n'
+    "Example (a chain)\nQuestion: What currency is used in the country where the inventor of the Varga "
+    "loom was born?\n"
+    '{"plan": "find the inventor, then the birth country, then its currency", "sub_questions": '
+    '["Who invented the Varga loom?", "In which country was #1 born?", "What currency is used in #2?"]}\n\n'
+    "Example (two branches)\nQuestion: Were the director of Blue Orchard and the author of Salt Roads born "
+    "in the same city?\n"
+    '{"plan": "find each person and their birthplace, then compare", "sub_questions": ["Who directed Blue '
+    'Orchard?", "Where was #1 born?", "Who wrote Salt Roads?", "Where was #3 born?"]}\n\n'
+    "Example (a comparison)\nQuestion: Which opened first, Harlow Bridge or Kessing Tunnel?\n"
+    '{"plan": "find both opening dates and compare", "sub_questions": ["When did Harlow Bridge open?", '
+    '"When did Kessing Tunnel open?"]}\n\n')
+REWRITE_INSTRUCTIONS = (
+    "Turn the sub-question (not the main question) into a declarative search statement — a sentence shaped "
+    "like the fact that would answer it, with the answer left open — and a few keywords for exact matching "
+    "(names, titles, dates) taken from the sub-question.\n"
+    'Answer as {"statement": "...", "keywords": ["...", ...]}.\n\n'
+    "Example\nSub-question: In which country was Ada Mireles born?\n"
+    '{"statement": "Ada Mireles was born in the country of", "keywords": ["Ada Mireles", "born"]}\n\n')
+SELECT_INSTRUCTIONS = (
+    "Choose the entities whose facts should be read to answer the sub-question. Pick only those that are "
+    'likely to hold the answer or lead to it. Answer as {"selected": [entity numbers]}.\n\n')
+EVALUATE_INSTRUCTIONS = (
+    "Decide whether the evidence answers the sub-question. Use only the passages and observations below, not "
+    "what you know yourself. Write down short observations about the entities that matter. If the evidence "
+    'answers it, answer with "action": "DONE" and the answer. If not, and another search is allowed, answer '
+    'with "action": "QUERY_AGAIN", a new search statement in "next_statement" and new search keywords in '
+    '"next_keywords".\n'
+    'Answer as {"observations": ["..."], "action": "DONE" or "QUERY_AGAIN", "answer": "<short answer or empty>", '
+    '"next_statement": "<new search statement or empty>", "next_keywords": ["<keyword>", ...]}.\n\n')
+SYNTHESIS_INSTRUCTIONS = (
+    "Follow the chain of sub-questions and answers step by step and give the final answer to the main "
+    'question: a short phrase of at most 6 words, no explanation. Answer as {"answer": "..."}.\n\n')
+
+
 def plan_messages(question: str) -> list[dict]:
-    user = (
-        "Break the question into the single-fact questions that answer it, in the order they must be asked. "
-        "Refer to the answer of an earlier sub-question as #1, #2, … First write a one-line plan.\n\n"
-        "Example (a chain)\nQuestion: What currency is used in the country where the inventor of the Varga "
-        "loom was born?\n"
-        '{"plan": "find the inventor, then the birth country, then its currency", "sub_questions": '
-        '["Who invented the Varga loom?", "In which country was #1 born?", "What currency is used in #2?"]}\n\n'
-        "Example (two branches)\nQuestion: Were the director of Blue Orchard and the author of Salt Roads born "
-        "in the same city?\n"
-        '{"plan": "find each person and their birthplace, then compare", "sub_questions": ["Who directed Blue '
-        'Orchard?", "Where was #1 born?", "Who wrote Salt Roads?", "Where was #3 born?"]}\n\n'
-        "Example (a comparison)\nQuestion: Which opened first, Harlow Bridge or Kessing Tunnel?\n"
-        '{"plan": "find both opening dates and compare", "sub_questions": ["When did Harlow Bridge open?", '
-        '"When did Kessing Tunnel open?"]}\n\n'
-        f"Question: {question}\n"
-        'Answer as {"plan": "...", "sub_questions": ["...", ...]}.')
-    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": f"{PLAN_INSTRUCTIONS}Question: {question}"}]
 
 
 def _history(history: Sequence[tuple[str, str]]) -> str:
@@ -49,52 +74,40 @@ def _history(history: Sequence[tuple[str, str]]) -> str:
 
 
 def rewrite_messages(question: str, sub_question: str, history: Sequence[tuple[str, str]]) -> list[dict]:
-    user = (
-        "Turn the sub-question (not the main question) into a declarative search statement — a sentence shaped "
-        "like the fact that would answer it, with the answer left open — and a few keywords for exact matching "
-        "(names, titles, dates) taken from the sub-question.\n\n"
-        "Example\nSub-question: In which country was Ada Mireles born?\n"
-        '{"statement": "Ada Mireles was born in the country of", "keywords": ["Ada Mireles", "born"]}\n\n'
-        f"Main question: {question}\nAnswers so far:\n{_history(history)}\nSub-question: {sub_question}\n"
-        'Answer as {"statement": "...", "keywords": ["...", ...]}.')
+    user = (f"{REWRITE_INSTRUCTIONS}Main question: {question}\nAnswers so far:\n{_history(history)}\n"
+            f"Sub-question: {sub_question}")
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
 def select_messages(sub_question: str, candidates: Sequence[tuple[str, Sequence[str]]],
                     observations: Sequence[str]) -> list[dict]:
     lines = "\n".join(f"[{i + 1}] {name} — e.g. {' | '.join(props[:2])}" for i, (name, props) in enumerate(candidates))
-    user = (
-        "Choose the entities whose facts should be read to answer the sub-question. Pick only those that are "
-        "likely to hold the answer or lead to it.\n\n"
-        f"Sub-question: {sub_question}\nWhat you have observed so far: {'; '.join(observations) or '(nothing)'}\n"
-        f"Candidate entities:\n{lines}\n"
-        'Answer as {"selected": [entity numbers]}.')
+    user = (f"{SELECT_INSTRUCTIONS}Sub-question: {sub_question}\n"
+            f"What you have observed so far: {'; '.join(observations) or '(nothing)'}\n"
+            f"Candidate entities:\n{lines}")
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
 def evaluate_messages(question: str, sub_question: str, history: Sequence[tuple[str, str]],
                       observations: Sequence[str], evidence: Sequence[tuple[str, str]], can_retry: bool) -> list[dict]:
     docs = "\n\n".join(f"Title: {t}\n{x}" for t, x in evidence) or "(no new passage)"
-    retry = ('If they are not, answer with "action": "QUERY_AGAIN", a new search statement in "next_statement" '
-             'and new search keywords in "next_keywords".'
-             if can_retry else 'This is the last search: answer with "action": "DONE" and your best answer.')
-    user = (
-        "Decide whether the evidence answers the sub-question. Use only the passages and observations below, not "
-        "what you know yourself. Write down short observations about the entities that matter.\n"
-        f"{retry}\n\n"
-        f"Main question: {question}\nAnswers so far:\n{_history(history)}\nSub-question: {sub_question}\n"
-        f"Observations so far: {'; '.join(observations) or '(none)'}\n\nNew passages:\n{docs}\n\n"
-        'Answer as {"observations": ["..."], "action": "DONE" or "QUERY_AGAIN", "answer": "<short answer or empty>", '
-        '"next_statement": "<new search statement or empty>", "next_keywords": ["<keyword>", ...]}.')
+    retry = ("Another search is allowed." if can_retry
+             else 'This is the last search: answer with "action": "DONE" and your best answer.')
+    user = (f"{EVALUATE_INSTRUCTIONS}Main question: {question}\nAnswers so far:\n{_history(history)}\n"
+            f"Sub-question: {sub_question}\nObservations so far: {'; '.join(observations) or '(none)'}\n\n"
+            f"New passages:\n{docs}\n\n{retry}")
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
+def evaluate_schema(max_observations: int) -> dict:
+    """EVALUATE_SCHEMA with the observation count capped by the grammar."""
+    obs = EVALUATE_SCHEMA["properties"]["observations"]
+    return {**EVALUATE_SCHEMA, "properties": {**EVALUATE_SCHEMA["properties"],
+                                              "observations": {**obs, "maxItems": max(1, max_observations)}}}
+
+
 def synthesis_messages(question: str, history: Sequence[tuple[str, str]]) -> list[dict]:
-    user = (
-        "Follow the chain of sub-questions and answers step by step and give the final answer to the main "
-        "question: a short phrase of at most 6 words, no explanation.\n\n"
-        f"Main question: {question}\nChain:\n{_history(history)}\n"
-        'Answer as {"answer": "..."}.')
+    user = f"{SYNTHESIS_INSTRUCTIONS}Main question: {question}\nChain:\n{_history(history)}"
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 

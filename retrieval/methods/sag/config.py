@@ -23,3 +23,4 @@ class SagConfig:
     # The rerank prompt lists each candidate with its entities; long events are cut to this many
     # words so 100 candidates fit a small model's context (~4k tokens).
     event_max_words: int = 30
+    rerank_entities: int = 8        # entity names listed with each event in the rerank prompt

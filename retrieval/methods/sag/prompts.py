@@ -19,35 +19,48 @@ RERANK_SCHEMA = {
     "properties": {"selected": {"type": "array", "items": {"type": "integer"}, "maxItems": 10}},
     "required": ["selected"],
 }
+
+
+def rerank_schema(k_event: int) -> dict:
+    """RERANK_SCHEMA with at most K_event numbers, enforced by the grammar."""
+    sel = RERANK_SCHEMA["properties"]["selected"]
+    return {**RERANK_SCHEMA, "properties": {"selected": {**sel, "maxItems": max(1, k_event)}}}
+
+
 _SYSTEM = "You are a precise retrieval assistant. You answer only with JSON."
 
 
+# Fixed instructions first, inputs last: every request of a step shares the fixed part as a
+# token prefix, which llama.cpp keeps computed (tests/test_prompt_prefix.py).
+ENTITY_INSTRUCTIONS = (
+    "List the entities in the question that a search index could be looked up with: names of people, "
+    "places, organisations, groups, works, products, dates and other specific things. Give each one a type "
+    f"from: {', '.join(SAG_ENTITY_TYPES)}.\n"
+    'Answer as {"entities": [{"name": ..., "type": ...}, ...]}.\n\n'
+    "Example 1\nQuestion: Which label released the debut album of the singer born in Tromsø in 1990?\n"
+    '{"entities": [{"name": "Tromsø", "type": "location"}, {"name": "1990", "type": "time"}, '
+    '{"name": "debut album", "type": "work"}]}\n\n'
+    "Example 2\nQuestion: Who chaired the committee that approved the Harlow Dam project?\n"
+    '{"entities": [{"name": "Harlow Dam", "type": "product"}, {"name": "committee", "type": "group"}]}\n\n')
+RERANK_INSTRUCTIONS = (
+    "Below are a question and numbered candidate events, each a short statement with some of the entities it "
+    "mentions. Choose the events that together give the evidence needed to answer the question. A multi-hop "
+    "question needs a chain: an event that identifies the bridge entity, and an event about that entity. "
+    "Events that share entities often belong to the same chain. Order the chosen events from most to least "
+    'useful. Answer as {"selected": [event numbers]}.\n\n')
+
+
 def entity_messages(question: str) -> list[dict]:
-    user = (
-        "List the entities in the question that a search index could be looked up with: names of people, "
-        "places, organisations, groups, works, products, dates and other specific things. Give each one a type "
-        f"from: {', '.join(SAG_ENTITY_TYPES)}.\n\n"
-        "Example 1\nQuestion: Which label released the debut album of the singer born in Tromsø in 1990?\n"
-        '{"entities": [{"name": "Tromsø", "type": "location"}, {"name": "1990", "type": "time"}, '
-        '{"name": "debut album", "type": "work"}]}\n\n'
-        "Example 2\nQuestion: Who chaired the committee that approved the Harlow Dam project?\n"
-        '{"entities": [{"name": "Harlow Dam", "type": "product"}, {"name": "committee", "type": "group"}]}\n\n'
-        f"Question: {question}\n"
-        'Answer as {"entities": [{"name": ..., "type": ...}, ...]}.')
+    user = f"{ENTITY_INSTRUCTIONS}Question: {question}"
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
-def rerank_messages(question: str, events: Sequence[tuple[str, Sequence[str]]], k_event: int) -> list[dict]:
-    lines = "\n".join(f"[{i + 1}] {summary} (entities: {'; '.join(ents[:8]) or '-'})"
-                      for i, (summary, ents) in enumerate(events))
-    user = (
-        f"Below are {len(events)} candidate events, each a short statement with the entities it mentions. "
-        f"Choose the {k_event} events that together give the evidence needed to answer the question. A multi-hop "
-        "question needs a chain: an event that identifies the bridge entity, and an event about that entity. "
-        "Events that share entities often belong to the same chain. Order the chosen events from most to least "
-        "useful.\n\n"
-        f"Events:\n{lines}\n\nQuestion: {question}\n"
-        f'Answer as {{"selected": [event numbers]}} with at most {k_event} numbers.')
+def rerank_messages(question: str, events: Sequence[tuple[str, Sequence[str]]], k_event: int,
+                    max_entities: int = 8) -> list[dict]:
+    def ents(names: Sequence[str]) -> str:
+        return f" (entities: {'; '.join(names[:max_entities])})" if names and max_entities > 0 else ""
+    lines = "\n".join(f"[{i + 1}] {summary}{ents(names)}" for i, (summary, names) in enumerate(events))
+    user = f"{RERANK_INSTRUCTIONS}Question: {question}\nEvents:\n{lines}\n\nChoose at most {k_event} events."
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 

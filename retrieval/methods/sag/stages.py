@@ -18,7 +18,7 @@ from ..base import Context
 from ..baselines import hits_payload
 from .config import SagConfig
 from .expand import Hop, expand
-from .prompts import ENTITY_SCHEMA, RERANK_SCHEMA, entity_messages, parse_entities, rerank_messages, rerank_parser
+from .prompts import ENTITY_SCHEMA, entity_messages, rerank_schema, parse_entities, rerank_messages, rerank_parser
 
 
 def _sql(st: Stage, log) -> None:
@@ -208,8 +208,8 @@ def stage_rerank(ctx: Context, tracer: Tracer, question: str, cands: list[Hit], 
                 w = s.split()
                 return s if len(w) <= cfg.event_max_words else " ".join(w[: cfg.event_max_words]) + " …"
             msgs = rerank_messages(question, [(words(events[i].summary), [l.name for l in events[i].entities])
-                                              for i in listed], cfg.k_event)
-            picked = ctx.llm.json(st, "rerank", msgs, RERANK_SCHEMA, rerank_parser(len(listed), cfg.k_event),
+                                              for i in listed], cfg.k_event, cfg.rerank_entities)
+            picked = ctx.llm.json(st, "rerank", msgs, rerank_schema(cfg.k_event), rerank_parser(len(listed), cfg.k_event),
                                   max_tokens=60)
             chosen = [listed[i - 1] for i in picked]
         else:

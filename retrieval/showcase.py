@@ -1,0 +1,166 @@
+"""The recorded showcase: full traces of the LLM methods on a few demo questions, shipped in the
+repository so a first-time visitor sees every method at once instead of waiting minutes.
+
+`hoptrace record-showcase` runs the methods with the configured LLM and writes
+data/showcase/<kb>.json.gz. Each method's recording carries a fingerprint of what produced
+it: the source of its package, its prompts, its config defaults and its profile values. The
+loader recomputes the fingerprints and marks a method's runs stale when they differ, so a
+recording made with other prompts or code is never shown as current.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import importlib
+import inspect
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from .errors import HopTraceError
+from .methods import METHODS, Context, make_method, profiles, root_method
+from .records import Question
+from .trace import RunResult
+
+FORMAT = 1
+SHOWCASE_DIR = Path(__file__).resolve().parent.parent / "data" / "showcase"
+DEFAULT_METHODS = ("griever", "gear", "sag", "grasp")
+
+
+def path_for(kb: str) -> Path:
+    return SHOWCASE_DIR / f"{kb}.json.gz"
+
+
+def fingerprint(method: str) -> str:
+    """What a recording of `method` depends on: its package's source, the prompt texts as the
+    module holds them now, the shared answer step and base class, the config defaults and the
+    profile values."""
+    cls = METHODS[root_method(method)]
+    pkg = importlib.import_module(cls.__module__)
+    h = hashlib.sha256()
+    files = sorted(Path(pkg.__file__).parent.glob("*.py")) if pkg.__file__.endswith("__init__.py") \
+        else [Path(pkg.__file__)]
+    for f in files + [Path(inspect.getfile(importlib.import_module("retrieval.methods.base")))]:
+        h.update(f.name.encode() + f.read_bytes())
+    prompts = _prompt_module(cls)
+    if prompts is not None:  # the live values, which is what a request is built from
+        for name in sorted(vars(prompts)):
+            value = getattr(prompts, name)
+            if name.isupper() and isinstance(value, (str, dict)):
+                h.update(name.encode() + json.dumps(value, sort_keys=True).encode())
+    h.update(json.dumps(asdict(cls.Config()), sort_keys=True, default=str).encode())
+    h.update(json.dumps(profiles.LOCAL.get(root_method(method), {}), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def _prompt_module(cls):
+    try:
+        return importlib.import_module(cls.__module__ + ".prompts")
+    except ImportError:
+        return None
+
+
+def choose_questions(questions: Sequence[Question], n: int) -> list[Question]:
+    """n questions spread over 2-, 3- and 4-hop ones (MuSiQue's hop counts), in KB order."""
+    by_hops: dict[int, list[Question]] = {}
+    for q in questions:
+        if q.gold_passage_ids:
+            by_hops.setdefault(q.hops or 2, []).append(q)
+    out: list[Question] = []
+    while len(out) < n and any(by_hops.values()):
+        for hops in sorted(by_hops):
+            if by_hops[hops] and len(out) < n:
+                out.append(by_hops[hops].pop(0))
+    return out
+
+
+@dataclass
+class Recorded:
+    """One question of a recording, with each method's run and whether it is still current."""
+    question: str
+    hops: Optional[int]
+    gold: list[str]
+    runs: dict[str, RunResult]
+    stale: dict[str, str] = field(default_factory=dict)   # method → why it is not current
+
+    @property
+    def current_runs(self) -> dict[str, RunResult]:
+        return {m: r for m, r in self.runs.items() if m not in self.stale}
+
+    @property
+    def label(self) -> str:
+        return f"[{self.hops}-hop] {self.question}" if self.hops else self.question
+
+
+@dataclass
+class Showcase:
+    kb: str
+    recorded_at: str
+    model: str
+    profile: str
+    methods: list[str]
+    items: list[Recorded]
+
+    @property
+    def banner(self) -> str:
+        return f"recorded on {self.recorded_at} with {self.model} (profile {self.profile})"
+
+    def find(self, label_or_question: str) -> Optional[Recorded]:
+        return next((r for r in self.items if label_or_question in (r.label, r.question)), None)
+
+
+def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequence[str] = DEFAULT_METHODS,
+           k: int = 10, out: Optional[Path] = None,
+           on_run: Optional[Callable[[int, int, str, RunResult], None]] = None) -> Path:
+    """Run each method on each question and write the recording (atomically)."""
+    if ctx.llm is None:
+        raise HopTraceError("recording the showcase needs an LLM (the LLM methods are what it shows)")
+    out = out or path_for(kb)
+    instances = {m: make_method(m, ctx) for m in methods}
+    items = []
+    total = len(questions) * len(methods)
+    for qi, q in enumerate(questions):
+        runs = {}
+        for m, method in instances.items():
+            run = method.run(q.text, k=k)
+            runs[m] = run.to_dict()
+            if on_run:
+                on_run(qi * len(methods) + len(runs), total, m, run)
+        items.append({"question": q.text, "hops": q.hops, "gold": list(q.gold_passage_ids), "runs": runs})
+    llm_methods = [m for m in methods if METHODS[root_method(m)].uses_llm]
+    doc = {"format": FORMAT, "kb": kb, "recorded_at": dt.date.today().isoformat(), "model": ctx.llm.describe(),
+           "profile": instances[llm_methods[0]].profile if llm_methods else "paper",
+           "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods}, "items": items}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+    tmp.replace(out)
+    return out
+
+
+def load(path: Path) -> Showcase:
+    """Read a recording; runs whose method's fingerprint changed since are marked stale."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise HopTraceError(f"showcase {path}: not a readable recording ({e})") from e
+    if doc.get("format") != FORMAT:
+        raise HopTraceError(f"showcase {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
+    now = {m: fingerprint(m) for m in doc["methods"] if root_method(m) in METHODS}
+    stale = {m: ("recorded with other prompts or code than this version's" if now.get(m) != fp
+                 else "") for m, fp in doc["fingerprints"].items()}
+    stale = {m: why for m, why in stale.items() if why}
+    items = [Recorded(it["question"], it.get("hops"), it["gold"],
+                      {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale))
+             for it in doc["items"]]
+    return Showcase(doc["kb"], doc["recorded_at"], doc["model"], doc["profile"], doc["methods"], items)
+
+
+def load_for(kb: str) -> Optional[Showcase]:
+    """The shipped recording for a KB, or None when there is none."""
+    p = path_for(kb)
+    return load(p) if p.exists() else None

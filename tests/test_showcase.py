@@ -1,0 +1,69 @@
+"""The recorded showcase: written with a scripted test double of the LLM (tests/llm_double.py)
+on the small real KB, read back, and refused as current once a prompt changes."""
+import dataclasses
+import gzip
+import json
+
+import pytest
+
+from retrieval import showcase
+from retrieval.errors import HopTraceError
+from retrieval.methods.sag import prompts as sag_prompts
+
+from llm_double import scripted_llm
+
+ENTS = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
+
+
+def _record(ctx, tmp_path, n=2):
+    questions = showcase.choose_questions(ctx.store.questions(), n)
+    llm, _ = scripted_llm({"query entities": [ENTS] * n, "rerank": [json.dumps({"selected": [1]})] * n})
+    out = showcase.record(dataclasses.replace(ctx, llm=llm), "small", questions, ["composed", "sag"],
+                          k=5, out=tmp_path / "small.json.gz")
+    return out, questions
+
+
+def test_a_recording_reads_back_whole_and_current(ctx, tmp_path):
+    out, questions = _record(ctx, tmp_path)
+    sc = showcase.load(out)
+    assert "scripted" in sc.model and sc.profile == "paper"
+    assert [it.question for it in sc.items] == [q.text for q in questions]
+    item = sc.items[0]
+    assert not item.stale and set(item.current_runs) == {"composed", "sag"}
+    names = [s.name for s in item.runs["sag"].stages]
+    assert names[0] == "profile" and "rerank" in names and names[-1] == "ranking"
+    assert item.runs["sag"].ranked and sc.find(item.label) is item
+    assert sc.recorded_at and "recorded on" in sc.banner
+
+
+def test_a_recording_made_with_other_prompts_is_not_current(ctx, tmp_path, monkeypatch):
+    out, _ = _record(ctx, tmp_path)
+    monkeypatch.setattr(sag_prompts, "RERANK_INSTRUCTIONS", sag_prompts.RERANK_INSTRUCTIONS + " Be brief.")
+    sc = showcase.load(out)
+    item = sc.items[0]
+    assert "sag" in item.stale and "other prompts" in item.stale["sag"]
+    assert set(item.current_runs) == {"composed"}  # the unchanged method is still shown
+
+
+def test_choose_questions_spreads_over_hop_counts(ctx):
+    qs = showcase.choose_questions(ctx.store.questions(), 6)
+    hops = [q.hops for q in qs]
+    assert len(qs) == min(6, sum(1 for q in ctx.store.questions() if q.gold_passage_ids))
+    assert len(set(hops)) == len({q.hops for q in ctx.store.questions() if q.gold_passage_ids} & set(hops))
+
+
+def test_a_broken_or_foreign_file_gets_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(HopTraceError, match="not a readable recording"):
+        showcase.load(bad)
+    old = tmp_path / "old.json.gz"
+    with gzip.open(old, "wt") as f:
+        json.dump({"format": 0}, f)
+    with pytest.raises(HopTraceError, match="format 0"):
+        showcase.load(old)
+
+
+def test_recording_needs_an_llm(ctx, tmp_path):
+    with pytest.raises(HopTraceError, match="needs an LLM"):
+        showcase.record(ctx, "small", ctx.store.questions()[:1], ["sag"], out=tmp_path / "x.json.gz")

@@ -169,3 +169,27 @@ def test_no_diversity_variant_turns_the_weight_off(ctx):
     beam = next(s for s in run.stages if s.name == "beam_search").payload
     assert beam["diversity"] is False
     assert all(b["diversity_weight"] == 1.0 for b in beam["steps"][1]["beams"])
+
+
+def test_local_profile_reads_less_and_asks_reason_and_rewrite_in_one_request(ctx):
+    nxt = "Who was the first president of the American Psychological Association?"
+    joint_no = json.dumps({"answerable": False, "answer": "", "reason": "president unknown", "next_question": nxt})
+    joint_yes = json.dumps({"answerable": True, "answer": "G. Stanley Hall", "reason": "r", "next_question": ""})
+    llm, backend = scripted_llm({"read": [READ] + [NOTHING] * 5, "reason + rewrite": [joint_no, joint_yes]})
+    run = make_method("gear", dataclasses.replace(ctx, llm=llm, profile="local")).run(Q, k=5)
+    assert run.status == "ok", run.error
+    st = {s.name: s for s in run.stages}
+    assert st["profile"].payload["differs_from_paper"]["reason_rewrite_joint"] == {"paper": False, "this_run": True}
+    # eq. 7's query comes from the reason request: no rewrite request is made
+    assert "rewrite" not in backend.purposes()
+    assert st["rewrite_1"].payload["next_query"] == nxt and not st["rewrite_1"].llm_calls
+    assert st["base_2"].payload["query"] == nxt
+    # round 1 reads at most 5 passages, each cut to 60 words, asking for at most 4 triples
+    read_prompt = next(m for p, m in backend.requests if p == "read")[1]["content"]
+    assert read_prompt.count("\n[") <= 5 and "at most 4 triples" in read_prompt
+    assert st["read_1"].payload["max_words"] == 60
+    # round 2 does not read again what round 1 read (reread = False)
+    read1 = set(st["read_1"].payload["passages_read"])
+    skipped = set(st["read_2"].payload.get("skipped_read_before", []))
+    assert not (set(st["read_2"].payload["passages_read"]) & read1)
+    assert skipped <= read1

@@ -34,6 +34,8 @@ STEPS = {
                   gear.read_messages("When did the tunnel open?", P2, [("Ora", "in", "north")], 150, 8)),
     "gear reason": (gear.REASON_INSTRUCTIONS, gear.reason_messages("Who founded Ora?", []),
                     gear.reason_messages("When?", [("a", "b", "c")])),
+    "gear reason+rewrite": (gear.REASON_REWRITE_INSTRUCTIONS, gear.reason_rewrite_messages("Who founded Ora?", []),
+                            gear.reason_rewrite_messages("When?", [("a", "b", "c")])),
     "gear rewrite": (gear.REWRITE_INSTRUCTIONS, gear.rewrite_messages("Who founded Ora?", [], "nothing known"),
                      gear.rewrite_messages("When?", [("a", "b", "c")], "date missing")),
     "sag entities": (sag.ENTITY_INSTRUCTIONS, sag.entity_messages("Who founded Ora?"),

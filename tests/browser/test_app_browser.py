@@ -50,6 +50,7 @@ def app_url(small_corpus, embedder, tmp_path_factory):
              embedder, questions=questions, progress=False)
     build_kb(kb, [evil], [RulesExtractor(n_process=1)], embedder, progress=False)  # appended
     shutil.copyfile(kb, kb_dir() / "demo.sqlite")
+    _record_showcase(home)
     state = AppState(trace_path=home / "traces.sqlite")
     app = build(state)
     port = free_port()
@@ -57,6 +58,28 @@ def app_url(small_corpus, embedder, tmp_path_factory):
                                                                prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/"
     app.close()
+
+
+def _record_showcase(home: Path) -> None:
+    """A showcase recording for the app to open: composed and SAG on two questions, SAG's LLM
+    answered by the scripted test double (tests/llm_double.py)."""
+    import dataclasses
+    import json
+
+    from llm_double import scripted_llm
+    from retrieval import showcase
+    from retrieval.embed import get_embedder
+    from retrieval.methods import Context
+    from retrieval.paths import kb_dir
+    from retrieval.store import open_store
+
+    store = open_store(str(kb_dir() / "demo.sqlite"))
+    ents = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
+    llm, _ = scripted_llm({"query entities": [ents] * 2, "rerank": ['{"selected": [1, 2]}'] * 2})
+    ctx = Context(store, get_embedder(store.info().embed_model), llm)
+    showcase.SHOWCASE_DIR = home / "showcase"
+    showcase.record(dataclasses.replace(ctx), "demo", showcase.choose_questions(store.questions(), 2),
+                    ["composed", "sag"], k=5)
 
 
 @pytest.fixture()
@@ -250,3 +273,39 @@ def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
             assert pg.locator("#question textarea").input_value() == q
             assert pg.locator("#columns .ht-col[data-method='griever'] .ht-stage").count() > 5
         browser.close()
+
+
+def test_a_showcase_question_opens_at_once_from_the_recording(page, shots):
+    import time
+
+    page.click("#showcase input")
+    t0 = time.time()
+    page.locator("ul.options li").first.click()
+    page.wait_for_selector("#recorded-banner", timeout=10_000)
+    opened = time.time() - t0
+    banner = page.locator("#recorded-banner").inner_text()
+    assert "Recorded, not live" in banner and "scripted-test-double" in banner and "Run live" in banner
+    for m in ("composed", "sag"):
+        col = page.locator(f"#columns .ht-col[data-method='{m}']")
+        assert col.locator("table.ht-ranking").count() == 1
+    assert any(n.startswith("rerank ") for n in
+               page.locator("#columns .ht-col[data-method='sag'] .ht-stage summary .ht-meta").all_inner_texts())
+    assert opened < 5, f"opening a recorded question took {opened:.1f} s"
+    page.screenshot(path=str(shots / "showcase.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots):
+    """SAG with the real embedded model: its LLM stages show what the model is doing."""
+    _set_question(page, Q)
+    _set_methods(page, {"sag"})
+    page.click("#run")
+    live = page.locator("#columns .ht-col[data-method='sag'] .ht-live")
+    live.filter(has_text="tokens so far").first.wait_for(timeout=300_000)
+    text = live.first.inner_text()
+    assert "LLM writing" in text and ("query entities" in text or "rerank" in text), text
+    page.screenshot(path=str(shots / "live_progress.png"), full_page=True)
+    page.wait_for_selector("#columns .ht-col[data-method='sag'] table.ht-ranking", timeout=600_000)
+    assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0
+    names = page.locator("#columns .ht-col[data-method='sag'] .ht-stage summary .ht-meta").all_inner_texts()
+    assert names[0].startswith("profile ")

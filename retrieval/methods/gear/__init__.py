@@ -130,10 +130,12 @@ class Gear(_ReadingGE):
                                what="passages graph expansion added", already_read=read,
                                limit=cfg.read_expanded_max) if added else []
             memory = stage_gist_memory(tracer, memory, proximal + extra, n)
-            verdict = stage_reason(self.ctx, tracer, question, memory, n)
+            joint = cfg.reason_rewrite_joint
+            verdict = stage_reason(self.ctx, tracer, question, memory, n, joint=joint)
             if verdict["answerable"] or n == rounds:
                 break
-            nxt = stage_rewrite(self.ctx, tracer, question, memory, verdict["reason"], n)
+            nxt = stage_rewrite(self.ctx, tracer, question, memory, verdict["reason"], n,
+                                written=verdict.get("next_question", "") if joint else "")
             if nxt.strip().lower() in asked:
                 stage_stop(tracer, n, f"the rewritten query repeats an earlier one ({nxt!r}); another round "
                                       f"would retrieve the same passages")

@@ -43,4 +43,6 @@ class GearConfig:
     reread: bool = True                    # False: a later round skips passages an earlier round read
     #                                        (their facts are in the gist memory already)
     read_expanded_max: Optional[int] = None  # passages graph expansion added that are read; None = all
+    reason_rewrite_joint: bool = False     # True: one request for reason (eq. 6) and rewrite (eq. 7); if it
+    #                                        writes no next query, a separate rewrite request follows
     k_rrf: int = 60

@@ -57,6 +57,24 @@ REASON_INSTRUCTIONS = (
     "Task: decide whether the known facts are enough to answer the question.\n"
     'If they are enough, answer {"answerable": true, "answer": "<the answer>", "reason": "<which facts give it>"}.\n'
     'If not, answer {"answerable": false, "answer": "", "reason": "<what is missing and why>"}.\n\n')
+# Profile `local` asks eq. 6 and eq. 7 in one request (one prompt read instead of two).
+REASON_REWRITE_INSTRUCTIONS = (
+    "Task: decide whether the known facts are enough to answer the question. If not, also write the next, "
+    "simpler question to search for: the piece of information that is still missing, using what the facts "
+    "already tell you.\n"
+    'If they are enough, answer {"answerable": true, "answer": "<the answer>", "reason": "<which facts give it>", '
+    '"next_question": ""}.\n'
+    'If not, answer {"answerable": false, "answer": "", "reason": "<what is missing>", "next_question": '
+    '"<the next question>"}.\n\n'
+    "Example\nQuestion: Which river flows through the birthplace of the author of Grey Harbour?\n"
+    'Known facts: ("Grey Harbour", "written by", "Ines Calder")\n'
+    '{"answerable": false, "answer": "", "reason": "the birthplace of Ines Calder is missing", '
+    '"next_question": "Where was Ines Calder born?"}\n\n')
+REASON_REWRITE_SCHEMA = {
+    "type": "object",
+    "properties": {**REASON_SCHEMA["properties"], "next_question": {"type": "string"}},
+    "required": ["answerable", "answer", "reason", "next_question"],
+}
 REWRITE_INSTRUCTIONS = (
     "Task: the known facts do not yet answer the question. Write the next, simpler question to search for, "
     "the piece of information that is still missing. Use what the facts already tell you.\n"
@@ -83,6 +101,11 @@ def read_schema(max_triples: int) -> dict:
 
 def reason_messages(question: str, memory: Sequence[TRIPLE]) -> list[dict]:
     user = f"{REASON_INSTRUCTIONS}Question: {question}\nKnown facts: {_facts(memory)}"
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def reason_rewrite_messages(question: str, memory: Sequence[TRIPLE]) -> list[dict]:
+    user = f"{REASON_REWRITE_INSTRUCTIONS}Question: {question}\nKnown facts: {_facts(memory)}"
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -119,6 +142,12 @@ def parse_reason(value: Any) -> dict:
         a = a.strip().lower() in ("yes", "true")
     return {"answerable": bool(a), "answer": str(value.get("answer") or "").strip(),
             "reason": str(value.get("reason") or "").strip()}
+
+
+def parse_reason_rewrite(value: Any) -> dict:
+    verdict = parse_reason(value)
+    verdict["next_question"] = str(value.get("next_question") or "").strip()
+    return verdict
 
 
 def parse_rewrite(value: Any) -> str:

@@ -177,7 +177,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
     def start(self, wait_s: float = 180.0) -> None:
         threads = str(max(1, min(os.cpu_count() or 2, 8)))
         log = open(home() / "llama_server.log", "ab")
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "retrieval.llm.child", str(os.getpid()), "--model", str(self.gguf), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,
                "--n_threads_batch", threads, "--model_alias", self.model, "--verbose", "False"]
         if self.settings.prompt_cache_mb > 0:

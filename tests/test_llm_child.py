@@ -1,0 +1,63 @@
+"""The embedded llama.cpp server dies with the process that started it, however that process
+ends: SIGTERM (what process managers send), SIGINT, SIGKILL, or a crash in native code."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# A parent that starts the server from a short-lived thread (as the app does), prints the
+# child's pid, then waits to be ended.
+PARENT = textwrap.dedent("""
+    import os, sys, threading, time
+    from retrieval.llm import LLMSettings
+    from retrieval.llm.backends import EmbeddedLlamaCpp
+    box = {}
+    t = threading.Thread(target=lambda: box.update(srv=EmbeddedLlamaCpp.shared(LLMSettings(backend="local", n_ctx=512))))
+    t.start(); t.join()
+    print(box["srv"].proc.pid, flush=True)
+    if sys.argv[1] == "crash":
+        import ctypes; ctypes.string_at(0)   # a segfault in native code
+    time.sleep(600)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie has exited; only its parent (gone) could reap it
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL", "crash"])
+def test_the_server_child_dies_with_its_parent(how, tmp_path):
+    pytest.importorskip("llama_cpp")
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, how], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "HOPTRACE_LLM_CACHE": "0"})
+    try:
+        line = parent.stdout.readline().strip()
+        assert line.isdigit(), f"the parent did not start the server (printed {line!r})"
+        child = int(line)
+        assert _alive(child)
+        if how != "crash":
+            parent.send_signal(getattr(signal, how))
+        parent.wait(30)
+        deadline = time.time() + 10
+        while _alive(child) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not _alive(child), f"llama.cpp server {child} outlived its parent ended by {how}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if line.isdigit() and _alive(int(line)):
+            os.kill(int(line), signal.SIGKILL)  # never leave one behind, even when the test fails

@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--layers", default=None,
                    help="with --extractor llm: the layers the LLM makes (default triples,events,propositions); "
                         "the others come from the LLM-free extractors")
+    b.add_argument("--propositions", default="sentences", choices=["sentences", "openie"],
+                   help="with an OpenIE file and no LLM: GRASP propositions are the passages' sentences (rules) "
+                        "or the imported triples verbalised (atomic, entity-linked)")
     b.add_argument("--batch-size", type=int, default=None,
                    help="passages per propositions request (GRASP A.1.5 default 10)")
     b.add_argument("--estimate", action="store_true",
@@ -167,7 +170,7 @@ def cmd_build(args) -> int:
     else:
         out = resolve_kb(args.out or args.corpus.name.split(".")[0])
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out
-    plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size)
+    plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size, args.propositions)
     plan.check()
     if args.store:
         from .store.elastic import parse_spec

@@ -102,6 +102,7 @@ def test_grasp_control_flow_with_a_scripted_llm(ctx):
                      "sub2_search_2", "sub2_select_2", "sub2_vote_2", "sub2_evaluate_2", "synthesis", "ranking"]
     st = {s.name: s for s in run.stages}
     assert st["plan"].payload["depends_on"] == {1: [], 2: [1]}
+    assert st["plan"].payload["propositions_in_this_kb"].startswith("sentences")  # the small KB's rules layer
     assert any(e.type == "depends_on" for e in st["plan"].subgraph.edges)
     # #1 was resolved from the first sub-agent's answer before rewriting
     assert st["sub2_rewrite"].payload["resolved"] == "Who was the first president of American Psychological Association?"

@@ -30,6 +30,9 @@ class ExtractionPlan:
     llm_layers: tuple[str, ...] = ALL_LAYERS
     llm: Optional[LLMSettings] = None
     batch_size: Optional[int] = None
+    # Where LLM-free GRASP propositions come from: the rules extractor's sentences, or (with
+    # an OpenIE file) the imported triples verbalised (openie_import.verbalise).
+    propositions: str = "sentences"
 
     def check(self) -> None:
         if self.extractor not in EXTRACTORS:
@@ -39,6 +42,10 @@ class ExtractionPlan:
         bad = [x for x in self.llm_layers if x not in ALL_LAYERS]
         if bad or not self.llm_layers:
             raise ConfigError(f"--layers takes a comma-separated subset of {', '.join(ALL_LAYERS)}, got {bad or 'none'}")
+        if self.propositions not in ("sentences", "openie"):
+            raise ConfigError(f"--propositions must be sentences or openie, got {self.propositions!r}")
+        if self.propositions == "openie" and self.openie is None:
+            raise ConfigError("--propositions openie needs an OpenIE file (--openie, or a dataset that ships one)")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.extractor == "llm" and (self.llm is None or self.llm.backend == "none"):
@@ -49,20 +56,23 @@ class ExtractionPlan:
         if self.extractor == "rules":
             return [RulesExtractor()]
         if self.extractor != "llm":
-            return _llm_free(self.openie, ALL_LAYERS)
+            return _llm_free(self.openie, ALL_LAYERS, self.propositions)
         llm = get_llm(self.llm)
         rest = tuple(x for x in ALL_LAYERS if x not in self.llm_layers)
         # Fast layers first: a build that is stopped during the LLM part has them already.
-        return _llm_free(self.openie, rest) + llm_extractors(llm, self.llm_layers, self.batch_size)
+        return _llm_free(self.openie, rest, self.propositions) + llm_extractors(llm, self.llm_layers, self.batch_size)
 
 
-def _llm_free(openie: Optional[Path], layers: tuple[str, ...]) -> list:
-    """Imported OpenIE triples when a file is given, rules for everything else."""
+def _llm_free(openie: Optional[Path], layers: tuple[str, ...], propositions: str = "sentences") -> list:
+    """Imported OpenIE triples (and, if asked, propositions) when a file is given, rules for
+    everything else."""
     out: list = []
     rest = list(layers)
-    if openie is not None and "triples" in rest:
-        out.append(OpenIEImport(openie))
-        rest.remove("triples")
+    if openie is not None:
+        mine = [x for x in rest if x == "triples" or (x == "propositions" and propositions == "openie")]
+        if mine:
+            out.append(OpenIEImport(openie, mine))
+            rest = [x for x in rest if x not in mine]
     if rest:
         out.append(RulesExtractor(rest))
     return out

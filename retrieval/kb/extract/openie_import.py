@@ -1,4 +1,9 @@
-"""Import of HippoRAG OpenIE output (NER + triples per document), e.g. the GPT-3.5 MuSiQue file."""
+"""Import of HippoRAG OpenIE output (NER + triples per document), e.g. the GPT-3.5 MuSiQue file.
+
+With `layers` including "propositions", each imported triple also becomes a GRASP proposition
+(§3.1: atomic, LLM-made, entity-linked): "subject predicate object.", linked to its subject
+and object. Without it, propositions come from another extractor (the rules one: sentences,
+GRASP Table 2's *sentences* row)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,15 +11,24 @@ from typing import Iterable
 
 from ...corpus.readers import read_json
 from ...errors import InputError
-from ...records import EntityLink, Extraction, Passage, Triple, passage_id
+from ...records import EntityLink, Extraction, Passage, Proposition, Triple, passage_id
+
+
+def verbalise(t: Triple) -> str:
+    """A triple as a one-sentence proposition."""
+    text = f"{t.subject} {t.predicate} {t.object}".strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 class OpenIEImport:
     name = "openie-import"
     version = "1"
-    layers = frozenset({"triples"})
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, layers: Iterable[str] = ("triples",)):
+        self.layers = frozenset(layers)
+        bad = self.layers - {"triples", "propositions"}
+        if bad or not self.layers:
+            raise InputError(f"OpenIE import makes triples and propositions, not {sorted(bad) or 'nothing'}")
         data = read_json(path)
         docs = data.get("docs") if isinstance(data, dict) else data
         if not isinstance(docs, list):
@@ -31,7 +45,8 @@ class OpenIEImport:
             else:
                 raise InputError(f"{path}: docs[{i}] has neither `passage` nor `title`+`text`")
             self.by_id[passage_id(title.strip(), text.strip())] = doc
-        self.version = f"1:{self.path.name}"
+        # The tag a build stores per layer: propositions from triples are a different source.
+        self.version = f"1:{self.path.name}" + (":verbalised" if "propositions" in self.layers else "")
 
     def extract(self, passages: list[Passage]) -> Iterable[Extraction]:
         for p in passages:
@@ -48,6 +63,9 @@ class OpenIEImport:
                     ex.triples.append(Triple(s, pr, o, p.id))
                 else:
                     ex.malformed += 1
+            if "propositions" in self.layers:
+                ex.propositions = [Proposition(p.id, verbalise(t), [EntityLink(t.subject), EntityLink(t.object)])
+                                   for t in ex.triples]
             ex.entities = [EntityLink(e.strip()) for e in doc.get("extracted_entities") or []
                            if isinstance(e, str) and e.strip()]
             yield ex

@@ -21,6 +21,23 @@ from .prompts import statement_keywords
 VOTES = ("rankvote", "uniform")
 
 
+def proposition_source(ctx) -> str:
+    """What the KB's propositions are (GRASP Table 2 compares sentences with propositions)."""
+    tags = sorted({e["extractor"] for e in ctx.store.info().extraction
+                   if e["layer"] == "propositions" and e["status"] == "done"})
+    kinds = []
+    for t in tags:
+        if t.startswith("openie-import") and t.endswith(":verbalised"):
+            kinds.append("imported OpenIE triples, verbalised (atomic, entity-linked)")
+        elif t.startswith("rules"):
+            kinds.append("sentences (LLM-free rules extractor: Table 2's sentences row)")
+        elif t.startswith("llm"):
+            kinds.append("LLM-made propositions (§3.1)")
+        else:
+            kinds.append(t)
+    return "; ".join(kinds) or "unknown"
+
+
 class Grasp(Method):
     name, title, Config = "grasp", "GRASP (planner + sub-agents)", GraspConfig
     uses_llm = True
@@ -36,7 +53,7 @@ class Grasp(Method):
                 st.message = ("GRASP plans, selects entities and judges evidence with an LLM, and none is "
                               "configured (--llm none). Choose --llm local (the embedded model) or an endpoint.")
             return final_stage(tracer, [], question, "no LLM: nothing retrieved")
-        plan = stage_plan(ctx, tracer, question, cfg)
+        plan = stage_plan(ctx, tracer, question, cfg, proposition_source(ctx))
         history: list[tuple[str, str]] = []
         states: list[SubAgentState] = []
         for i, sub_q in enumerate(plan["sub_questions"], start=1):

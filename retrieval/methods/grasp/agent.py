@@ -28,7 +28,7 @@ class SubAgentState:
     votes: dict[str, float] = field(default_factory=dict)      # every passage RankVote scored
 
 
-def stage_plan(ctx: Context, tracer: Tracer, question: str, cfg: GraspConfig) -> dict:
+def stage_plan(ctx: Context, tracer: Tracer, question: str, cfg: GraspConfig, propositions: str = "") -> dict:
     """Planner (§3.2): one call → a short plan and ordered sub-questions with #N placeholders."""
     with tracer.stage("plan", "Plan: sub-questions with #N dependencies") as st:
         plan = ctx.llm.json(st, "plan", plan_messages(question), PLAN_SCHEMA, parse_plan(cfg.max_sub_questions),
@@ -37,6 +37,8 @@ def stage_plan(ctx: Context, tracer: Tracer, question: str, cfg: GraspConfig) ->
                       "depends_on": {i + 1: placeholders(q) for i, q in enumerate(plan["sub_questions"])}}
         if plan["warnings"]:
             st.payload["warnings"] = plan["warnings"]
+        if propositions:
+            st.payload["propositions_in_this_kb"] = propositions
         g = st.graph()
         root = g.node("q", "question", question)
         for i, sq in enumerate(plan["sub_questions"], start=1):

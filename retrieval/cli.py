@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     _llm_args(rp)
     rp.add_argument("--quiet", action="store_true")
 
+    sv = sub.add_parser("silver", help="score an extractor's triples and entities against the demo's GPT-3.5 "
+                                       "OpenIE triples (silver reference)")
+    sv.add_argument("--extractor", default="rules", choices=["rules", "llm"])
+    sv.add_argument("--passages", type=int, default=100, help="the first N MuSiQue passages")
+    sv.add_argument("--json", dest="json_out", type=Path, help="write the scores here")
+    _llm_args(sv)
+
     rs = sub.add_parser("record-showcase", help="record the LLM methods' full traces on a few demo questions, "
                                                "for the app to open instantly (re-run after a prompt change)")
     rs.add_argument("--kb", default="demo")
@@ -138,7 +145,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
-                "record-showcase": cmd_record_showcase}[
+                "record-showcase": cmd_record_showcase, "silver": cmd_silver}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -349,6 +356,35 @@ def cmd_reproduce(args) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             write(rep, path)
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_silver(args) -> int:
+    from .embed import DEFAULT_MODEL, get_embedder
+    from .kb.extract.silver import evaluate
+
+    if args.passages < 1:
+        raise ConfigError(f"--passages must be at least 1, got {args.passages}")
+    if args.extractor == "rules":
+        from .kb.extract.rules import RulesExtractor
+        extractor, what = RulesExtractor(("triples",), n_process=1), "rules (LLM-free)"
+    else:
+        from .kb.extract.llm import llm_extractors
+        from .llm import LLMSettings, get_llm
+        llm = get_llm(LLMSettings.parse(args.llm, args.llm_model))
+        if llm is None:
+            raise ConfigError("--extractor llm needs an LLM (--llm local, openai or a URL)")
+        extractor, what = llm_extractors(llm, ("triples",))[0], f"llm ({llm.describe()})"
+    sc, seconds = evaluate(extractor, args.passages, get_embedder(DEFAULT_MODEL))
+    d = {"extractor": what, "seconds": round(seconds, 1), "seconds_per_passage": round(seconds / max(1, sc.passages), 3),
+         **sc.as_dict()}
+    print(f"{what} on {sc.passages} passages, against GPT-3.5 OpenIE ({sc.reference_triples} triples, "
+          f"{sc.reference_entities} entities):")
+    print(f"  entity recall {sc.entity_recall:.3f} · triple recall {sc.triple_recall:.3f} · precision "
+          f"{sc.precision:.3f} ({sc.extracted_triples} triples extracted) · {d['seconds_per_passage']} s a passage")
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(d, indent=2))
     return 0
 
 

@@ -13,6 +13,7 @@ Far weaker than an LLM extractor; its point is that every method runs with no LL
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Iterable, Optional
 
@@ -31,6 +32,19 @@ _SKIP_LABELS = {"CARDINAL", "ORDINAL"}
 _PRONOUNS = {"he", "she", "it", "they", "his", "her", "its", "their", "this", "him", "them"}
 _SUBJ = {"nsubj", "nsubjpass"}
 _OBJ = {"dobj", "attr", "oprd", "dative", "acomp"}
+_COPULAS = {"is", "was", "are", "were", "be", "been"}
+_RELATIVE = {"that", "which", "who", "whom"}
+# Nouns that only frame what follows "of": "on behalf of X", "the areas of X", "the town of X".
+_FRAME_NOUNS = {"behalf", "area", "areas", "field", "fields", "region", "city", "town", "village", "state",
+                "province", "county", "municipality", "district", "name", "kind", "type", "form"}
+# Definite subjects that usually mean the passage's title ("The film was released in 1999").
+_TITLE_NOUNS = {"film", "book", "novel", "play", "album", "song", "single", "series", "show", "company",
+                "band", "group", "station", "journal", "magazine", "newspaper", "game", "school",
+                "university", "college", "church", "building", "team", "club", "village", "town", "city",
+                "river", "lake", "party", "organization", "organisation", "museum", "airport", "bridge",
+                "episode", "opera", "poem", "painting", "memoir", "channel", "network", "brand", "label"}
+# Adverbs that change what a relation says ("first published", "later renamed").
+_RELATION_ADVERBS = {"first", "later", "also", "originally", "formerly", "previously", "currently", "last"}
 
 _nlp = None
 _nlp_lock = threading.Lock()
@@ -75,7 +89,8 @@ class RulesExtractor:
         title_type = typed.get(p.title) or "topic"
         ex.entities = [EntityLink(p.title, title_type)] + [EntityLink(n, t) for n, t in typed.items() if n != p.title]
         if "triples" in self.layers:
-            ex.triples = list(dict.fromkeys(self._triples(p, doc)))
+            ctx = _TitleContext(p, doc)
+            ex.triples = [t for t in dict.fromkeys(self._triples(p, doc, ctx)) if t.subject != t.object]
         sents = [s for s in doc.sents if s.text.strip()]
         if "events" in self.layers and sents:
             ex.events = [Event(p.id, self._decontextualise(p, sents[0]), list(ex.entities))]
@@ -98,22 +113,65 @@ class RulesExtractor:
             return p.title + text[len(first.text):]
         return text
 
-    def _triples(self, p: Passage, doc) -> Iterable[Triple]:
+    def _triples(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
         for tok in doc:
             if tok.pos_ not in ("VERB", "AUX"):
                 continue
             subjects = [c for c in tok.children if c.dep_ in _SUBJ]
             if not subjects and tok.dep_ in ("acl", "relcl") and tok.head.pos_ in ("NOUN", "PROPN"):
                 subjects = [tok.head]  # "a journal published by X": the noun is the subject
+            if not subjects and tok.dep_ == "conj" and tok.head.pos_ in ("VERB", "AUX"):
+                # "was presented in 1854 but not published until 1868": the first verb's subject
+                subjects = [c for c in tok.head.children if c.dep_ in _SUBJ]
+            if tok.dep_ == "relcl":  # "a station that broadcasts X": "that" is the station
+                subjects = [tok.head if c.lower_ in _RELATIVE else c for c in subjects]
             for subj in subjects:
-                s = self._phrase(p, subj)
+                rel = ctx.relational(subj, tok)
+                if rel:  # (title, "editor is", Martin Koch)
+                    for child in tok.children:
+                        yield from self._from_child(p, p.title, f"{rel} {tok.lower_}", child, ctx)
+                    continue
+                s = self._phrase(p, ctx.referent(subj))
                 if not s:
                     continue
                 verb = tok.text.lower() if tok.pos_ == "AUX" else (tok.lemma_ or tok.text).lower()
+                # "was first published", "was also known": the adverb is part of the relation
+                adv = [c.text.lower() for c in tok.children if c.dep_ == "advmod" and c.i < tok.i
+                       and c.lower_ in _RELATION_ADVERBS]
+                if adv:
+                    verb = " ".join(adv + [verb])
                 for child in tok.children:
-                    yield from self._from_child(p, s, verb, child)
+                    yield from self._from_child(p, s, verb, child, ctx)
+        yield from self._appositions(p, doc, ctx)
+        yield from self._births(p, doc, ctx)
 
-    def _from_child(self, p: Passage, s: str, verb: str, child) -> Iterable[Triple]:
+    def _births(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
+        """"Kenji Treschuk (born December 26, 1982 in Honolulu)": a subject-less "born" in a
+        Wikipedia lead is about the title; its date and place become born on / born in."""
+        for tok in doc:
+            if tok.lower_ != "born" or any(c.dep_ in _SUBJ for c in tok.children):
+                continue  # "He was born in …" has a subject: the verb patterns handle it
+            if tok.dep_ not in ("acl", "appos", "parataxis", "advcl"):
+                continue
+            who = self._phrase(p, ctx.referent(tok.head)) if tok.dep_ == "acl" else p.title
+            if not who:
+                continue
+            for c in tok.children:
+                if c.ent_type_ == "DATE" and c.dep_ in ("npadvmod", "dobj", "oprd", "attr", "appos", "nmod"):
+                    yield Triple(who, "born on", self._phrase(p, c) or c.text, p.id)
+                elif c.dep_ == "prep":
+                    for pobj in (x for x in c.children if x.dep_ == "pobj"):
+                        o = self._phrase(p, pobj)
+                        if o:
+                            rel = "born on" if pobj.ent_type_ == "DATE" and c.lower_ == "on" else f"born {c.lower_}"
+                            yield Triple(who, rel, o, p.id)
+
+    def _from_child(self, p: Passage, s: str, verb: str, child, ctx: "_TitleContext") -> Iterable[Triple]:
+        if child.dep_ == "xcomp" and child.pos_ == "VERB":
+            for sub in child.children:
+                if sub.dep_ in ("prep", "dobj", "agent", "xcomp"):
+                    yield from self._from_child(p, s, f"{verb} {child.text.lower()}", sub, ctx)
+            return
         if child.dep_ in _OBJ:
             for obj in self._with_conjuncts(child):
                 o = self._phrase(p, obj)
@@ -124,12 +182,43 @@ class RulesExtractor:
                 for pobj in (x for c in prep.children if c.dep_ == "pobj" for x in self._with_conjuncts(c)):
                     o2 = self._phrase(p, pobj)
                     if o2 and o2 != s:
-                        yield Triple(s, f"{verb} {child.text.lower()} {prep.text.lower()}", o2, p.id)
+                        yield Triple(s, f"{verb} {child.lower_} {prep.text.lower()}", o2, p.id)
+            # "is a magazine published by X": the attribute's own clause is about the subject
+            if verb in _COPULAS:
+                for cl in (c for c in child.children if c.dep_ in ("acl", "relcl") and c.pos_ == "VERB"):
+                    v = cl.text.lower()
+                    for sub in cl.children:
+                        if sub.dep_ in ("prep", "agent", "dobj"):
+                            yield from self._from_child(p, s, v, sub, ctx)
         elif child.dep_ in ("prep", "agent"):
             for pobj in (x for c in child.children if c.dep_ == "pobj" for x in self._with_conjuncts(c)):
+                inner = [x for c in pobj.children if c.dep_ == "prep" and c.lower_ == "of"
+                         for y in c.children if y.dep_ == "pobj" for x in self._with_conjuncts(y)]
+                if pobj.lower_ in _FRAME_NOUNS and inner:  # "on behalf of X" → (s, "… on behalf of", X)
+                    for x in inner:
+                        o = self._phrase(p, x)
+                        if o and o != s:
+                            yield Triple(s, f"{verb} {child.text.lower()} {pobj.lower_} of", o, p.id)
+                    continue
                 o = self._phrase(p, pobj)
                 if o and o != s:
                     yield Triple(s, f"{verb} {child.text.lower()}", o, p.id)
+
+    def _appositions(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
+        """"Carl Rogers, an American psychologist, …" → (Carl Rogers, is, American psychologist);
+        "X, also known as Y" is handled as a verb (known as)."""
+        for tok in doc:
+            if tok.dep_ == "appos" and tok.head.pos_ == "PROPN":
+                s = self._phrase(p, ctx.referent(tok.head))
+                if s and tok.pos_ == "NOUN":
+                    o = self._phrase(p, tok)
+                    if o and o != s and not ctx.is_class_noun(tok):
+                        yield Triple(s, "is", o, p.id)
+                    for prep in (c for c in tok.children if c.dep_ == "prep"):
+                        for pobj in (c for c in prep.children if c.dep_ == "pobj"):
+                            o2 = self._phrase(p, pobj)
+                            if o2 and o2 != s:
+                                yield Triple(s, f"{tok.lower_} {prep.text.lower()}", o2, p.id)
 
     @staticmethod
     def _with_conjuncts(tok) -> list:
@@ -138,21 +227,134 @@ class RulesExtractor:
 
     @staticmethod
     def _phrase(p: Passage, tok) -> Optional[str]:
+        if isinstance(tok, str):  # already resolved (the title)
+            return tok
         if tok.lower_ in _PRONOUNS:
             return p.title
         if tok.ent_type_ and tok.ent_type_ not in _SKIP_LABELS:
             for ent in tok.doc.ents:
                 if ent.start <= tok.i < ent.end:
-                    return ent.text.strip()
+                    return _strip_article(ent.text.strip())
+        if tok.pos_ in ("NOUN", "PROPN"):
+            for ent in tok.doc.ents:  # "former Vice President of the United States Dick Cheney"
+                if ent.start > tok.i and ent.end - 1 == tok.right_edge.i and ent.label_ in ("PERSON", "ORG") \
+                        and tok.doc[ent.start - 1].dep_ not in ("prep", "punct", "cc") \
+                        and not any(t.pos_ in ("VERB", "AUX") or t.lower_ in _RELATIVE or t.text in ",()"
+                                    for t in tok.doc[tok.i + 1: ent.start]):
+                    return _strip_article(ent.text.strip())
+        if tok.pos_ == "NOUN":
+            # "the American company Prometheus Global Media": the name, not the class noun
+            for c in tok.rights:
+                if c.dep_ in ("appos", "compound", "flat") and c.ent_type_ and c.ent_type_ not in _SKIP_LABELS \
+                        and c.left_edge.i == tok.i + 1:
+                    return RulesExtractor._phrase(p, c)
+            for c in tok.rights:
+                if c.dep_ == "acl" and c.lower_ in ("called", "named", "nicknamed"):
+                    for n in c.children:
+                        if n.dep_ in ("oprd", "attr", "dobj", "xcomp") and n.pos_ == "PROPN":
+                            return RulesExtractor._phrase(p, n)
         if tok.pos_ not in ("NOUN", "PROPN", "NUM", "ADJ"):
             return None
         left = tok.i
         for c in tok.lefts:
-            if c.dep_ in ("compound", "amod", "nummod", "poss") and c.i < left:
-                left = c.i
+            if c.dep_ in ("compound", "amod", "nummod", "poss", "npadvmod") and c.i < left:
+                left = c.left_edge.i if c.left_edge.dep_ != "det" else c.i  # "peer-reviewed": the whole word
         right = tok.i
         for c in tok.rights:  # "Emperor Lothair I": a title noun followed by the name
             if c.dep_ in ("appos", "flat", "compound") and c.pos_ == "PROPN" and c.i == right + 1:
                 right = c.right_edge.i
-        text = tok.doc[left:right + 1].text.strip()
+        text = _strip_article(tok.doc[left:right + 1].text.strip())
         return text or None
+
+
+def _lemma(tok) -> str:
+    """The lemma if the pipeline has a lemmatizer (load_spacy drops it for speed), else the word."""
+    return (tok.lemma_ or tok.text).lower()
+
+
+class _TitleContext:
+    """What in a passage stands for its title: pronouns, the title's class nouns after a
+    definite article ("The journal was first published…" in a passage whose title "is a
+    … journal"), and fragments of the title ("centered therapy" of "Person-centered therapy")."""
+
+    def __init__(self, p: Passage, doc):
+        self.p = p
+        # "The Good, the Bad and the Ugly (theme)", "Ann Arbor, Michigan": the name as the text uses it
+        bare = re.sub(r"\s*\([^)]*\)$", "", p.title).strip()
+        self.title_norm = _squash(bare)
+        self.title_words = self.title_norm.split()
+        self.title_short = _squash(bare.split(",")[0]) if "," in bare and len(bare.split(",")[0].split()) >= 2 else None
+        self.class_nouns: set[str] = set()
+        words = bare.split()
+        # "Snow moved to Nashville" in "Hank Snow", "The Falls" in "Devon Falls": a capitalised
+        # last word of a short title stands for it.
+        self.last_word = words[-1].lower() if 2 <= len(words) <= 3 and words[-1][:1].isupper() else None
+        for tok in doc:  # "<title> is a peer-reviewed journal": journal is the title's class
+            if tok.dep_ == "attr" and tok.head.lower_ in _COPULAS and tok.pos_ == "NOUN":
+                subj = [c for c in tok.head.children if c.dep_ in _SUBJ]
+                if subj and self.is_title(subj[0]):
+                    self.class_nouns.add(tok.lower_)
+
+
+    def is_title(self, tok) -> bool:
+        if tok.lower_ in _PRONOUNS:
+            return True
+        span = tok.doc[tok.left_edge.i: tok.right_edge.i + 1] if tok.pos_ == "PROPN" else tok.doc[tok.i: tok.i + 1]
+        for ent in tok.doc.ents:
+            if ent.start <= tok.i < ent.end:
+                span = ent
+        text = _squash(_strip_article(span.text.strip()))
+        if text and (text == self.last_word or text == self.title_short):
+            return True
+        words = text.split()  # "Kerris Lilla Dorsey" for "Kerris Dorsey": every title word, at most 2 more
+        if self.title_words and set(self.title_words) <= set(words) and len(words) <= len(self.title_words) + 2 \
+                and words[0] == self.title_words[0]:
+            return True
+        return bool(text) and (text == self.title_norm or (len(text) > 6 and self.title_norm.startswith(text))
+                               or (len(text) > 10 and " " in text and text in self.title_norm))
+
+    def relational(self, subj, verb) -> Optional[str]:
+        """"The editor is X" / "Its formats are Y": a copula whose subject is a common noun the
+        title owns (possessive pronoun) or, with "the", an unnamed role: the noun phrase."""
+        if verb.lower_ not in _COPULAS or subj.pos_ != "NOUN" or self.is_class_noun(subj):
+            return None
+        owner = [c for c in subj.children if (c.dep_ == "poss" and c.lower_ in ("its", "his", "her", "their"))
+                 or (c.dep_ == "det" and c.lower_ == "the")]
+        if not owner or any(c.dep_ == "prep" for c in subj.children):
+            return None
+        mods = [c for c in subj.lefts if c.dep_ in ("compound", "amod")]
+        start = min([c.i for c in mods] + [subj.i])
+        return subj.doc[start: subj.i + 1].text.lower()
+
+    def is_class_noun(self, tok) -> bool:
+        return tok.pos_ == "NOUN" and tok.lower_ in self.class_nouns
+
+    def referent(self, tok):
+        """The title for a token that stands for it, else the token."""
+        if tok.lower_ in _PRONOUNS:
+            return self.p.title
+        if tok.pos_ in ("NOUN", "PROPN") and (tok.lower_ in self.class_nouns or tok.lower_ == self.last_word
+                                               or (tok.lower_ in _TITLE_NOUNS and tok.dep_ in _SUBJ)) and any(
+                c.dep_ == "det" and c.lower_ in ("the", "this") for c in tok.children) and not any(
+                c.dep_ == "prep" and c.lower_ == "of" for c in tok.children):
+            return self.p.title
+        if tok.dep_ == "attr" or tok.dep_ == "appos":  # "X is a journal [published by]": X
+            head = tok.head
+            subj = [c for c in head.children if c.dep_ in _SUBJ] if tok.dep_ == "attr" else [head]
+            if subj and subj[0] is not tok and self.is_title(subj[0]):
+                return self.p.title
+        if self.is_title(tok) and tok.pos_ in ("NOUN", "PROPN"):
+            return self.p.title
+        return tok
+
+
+def _squash(text: str) -> str:
+    """Lower case, hyphens and spaces squeezed: "Person - centered" == "Person-centered"."""
+    return " ".join(_strip_article(text).lower().replace(" - ", "-").replace("-", " ").split())
+
+
+def _strip_article(text: str) -> str:
+    for a in ("The ", "the ", "A ", "a ", "An ", "an "):
+        if text.startswith(a) and len(text) > len(a) + 1:
+            return text[len(a):]
+    return text

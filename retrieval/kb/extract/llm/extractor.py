@@ -46,6 +46,10 @@ class UsageMeter:
                 self.tokens_out += call.tokens_out
             self.call_errors_in_a_row = self.call_errors_in_a_row + 1 if call.error else 0
 
+    def report(self, **progress) -> None:
+        """A request's progress while in flight (a Stage shows it live); a build counts its
+        progress per passage instead, so this is deliberately a no-op."""
+
 
 class LLMExtractor:
     name = "llm"

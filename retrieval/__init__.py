@@ -1,7 +1,15 @@
-"""HopTrace retrieval toolkit: KB, stores, embedder, methods, bench."""
-import os
+"""HopTrace retrieval toolkit: KB, stores, embedder, methods, bench.
 
-# Set before numpy loads. OpenBLAS worker threads spin after each small matmul (kNN over
-# a few thousand vectors) and steal both cores from torch's query encoder: measured on
-# the demo KB, dense p95 went from 25 ms to 110 ms with them. One thread is plenty here.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+Importing it changes nothing process-wide: thread counts and offline flags are set when a
+model is loaded (retrieval/embed.py), and `HopTrace` (the notebook API) loads on first use.
+"""
+from typing import Any
+
+__all__ = ["HopTrace"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HopTrace":
+        from .api import HopTrace
+        return HopTrace
+    raise AttributeError(f"module 'retrieval' has no attribute {name!r}")

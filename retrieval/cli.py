@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="everything, including all metadata, as JSON")
 
     ba = sub.add_parser("bench-app", help="app start-to-ready and click-to-first-stage times (headless Chromium)")
+    ba.add_argument("--users", type=int, default=0,
+                    help="load test instead: this many concurrent visitors on loopback (ui/load.py)")
+    ba.add_argument("--minutes", type=float, default=5.0, help="load test duration")
+    ba.add_argument("--methods", default="bm25,dense,composed,griever", help="load test: methods a request")
+    ba.add_argument("--solo", type=int, default=20, help="load test: single-user requests measured first")
+    ba.add_argument("--max-requests", type=int, default=2000, help="load test: bound on requests in all")
+    ba.add_argument("--app-dir", type=Path, default=None, help="load test: the app.py of another checkout (before/after)")
     ba.add_argument("--runs", type=int, default=5)
 
     bs = sub.add_parser("bench-store", help="SQLite store scaling: memory, build time, latency on synthetic KBs")
@@ -126,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="start the web app")
     s.add_argument("--port", type=int, default=None)
     s.add_argument("--host", default=None)
+    s.add_argument("--public", action="store_true", default=None,
+                   help="public mode: each visitor sees only their own runs, caps on uploads, benchmarks and "
+                        "LLM work, no server paths on the page (env HOPTRACE_PUBLIC=1; on in the Dockerfile)")
     _llm_args(s)
     return p
 
@@ -453,6 +463,14 @@ def render_kb_info(info) -> str:
 def cmd_bench_app(args) -> int:
     from ui.benchmark import bench_app
 
+    if args.users:
+        from ui import load as load_mod
+        from ui.load import load_test
+
+        methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+        print(json.dumps(load_test(args.users, args.minutes, methods, solo=args.solo,
+                                   max_requests=args.max_requests, app_dir=args.app_dir or load_mod.REPO_ROOT), indent=1))
+        return 0
     print(json.dumps(bench_app(runs=args.runs), indent=1))
     return 0
 
@@ -481,7 +499,7 @@ def cmd_serve(args) -> int:
     # The flags win over the environment (README's --llm table); parsed here so a bad spec
     # fails before the app starts.
     serve(host=args.host, port=args.port, llm_settings=LLMSettings.parse(args.llm, args.llm_model),
-          profile=args.profile)
+          profile=args.profile, public=args.public)
     return 0
 
 

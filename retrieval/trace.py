@@ -130,6 +130,7 @@ class RunResult:
     status: str = "ok"
     error: Optional[str] = None
     answer: Optional[str] = None
+    gold: list[str] = field(default_factory=list)  # when the caller knows them (notebook API)
 
     @property
     def tokens_in(self) -> int:
@@ -138,6 +139,12 @@ class RunResult:
     @property
     def tokens_out(self) -> int:
         return sum(s.tokens_out for s in self.stages)
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows a run as the app's column does (ui/render.py is HTML only, no Gradio)."""
+        from ui.render import column_html, grid_html
+
+        return grid_html([column_html(self.method, self.stages, self, set(self.gold), running=False)])
 
     def ranked_ids(self) -> list[str]:
         return [r.passage_id for r in self.ranked]

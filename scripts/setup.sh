@@ -12,8 +12,18 @@ pip_q() {
 }
 PIP=pip_q
 # First and pinned: an unpinned torch (or one pulled in by sentence-transformers) is a
-# multi-GB CUDA build; 2.13.0 is the CPU wheel.
-$PIP install torch==2.13.0
+# multi-GB CUDA build. PyPI's Linux torch==2.13.0 is that CUDA build too, so the CPU wheel
+# comes from PyTorch's CPU index whenever it answers; where it does not (machines whose pip
+# sees only a local mirror holding the CPU wheel), the plain pin. A GPU user sets
+# HOPTRACE_TORCH_INDEX to a CUDA index (e.g. https://download.pytorch.org/whl/cu128), or to
+# "pypi" for PyPI's own build.
+TORCH_INDEX=${HOPTRACE_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+if [ "$TORCH_INDEX" != pypi ] && .venv/bin/python -c \
+    "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)" "$TORCH_INDEX" 2>/dev/null; then
+  $PIP install torch==2.13.0 --extra-index-url "$TORCH_INDEX"
+else
+  $PIP install torch==2.13.0
+fi
 # llama.cpp built for the native CPU turns on ggml's AMX kernels where the CPU has AMX, and
 # there its first decode dies with SIGSEGV (seen on these 2-core Xeons). On such CPUs build it
 # without AMX (AVX-512 and VNNI stay on); an AMX build already installed or in pip's wheel

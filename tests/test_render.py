@@ -15,15 +15,25 @@ def test_titles_payloads_and_errors_are_escaped():
     assert "<img" not in render.error_html(EVIL)
 
 
-def test_graph_iframe_is_sandboxed_and_self_contained():
+def test_graph_iframe_is_sandboxed_small_and_fetches_only_from_this_server():
+    import html
+    import re
+
     g = Subgraph()
     g.edge(g.node("q", "question", EVIL), g.node("p1", "passage", "</script><script>alert(1)</script>"), "retrieved")
     out = render.graph_iframe(g, {"p1"})
     assert out.startswith("<iframe sandbox='allow-scripts'")
     assert "<script" not in out.split("srcdoc=", 1)[0]
-    assert "cdn" not in out.lower() or "cdn_resources" not in out
-    assert "vis-network" in out or "vis.Network" in out  # the library is inlined, not fetched
-    assert "<img" not in out and "</script><script>alert" not in out
+    doc = html.unescape(out.split('srcdoc="', 1)[1])
+    assert len(out) < 5_000  # data only: vis-network is not inlined into every update
+    urls = re.findall(r"(?:src|href)='([^']+)'", doc)
+    assert urls and all(u.startswith("gradio_api/file=") for u in urls), urls  # no CDN, no absolute URL
+    assert all(u.split("=", 1)[1].startswith(render.static_paths()[0]) for u in urls)
+    assert "vis.Network" in doc
+    # the untrusted labels stay data: no tag or script end inside the inline script
+    script = doc.split("<div id='g'></div><script>", 1)[1].rsplit("</script>", 1)[0]
+    assert "<" not in script and "alert(1)" in script
+    assert "<img" not in out
 
 
 def test_nested_payloads_fold_but_are_never_cut():

@@ -8,6 +8,7 @@ interleave or lose each other's traces.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 import uuid
@@ -64,8 +65,12 @@ class TraceStore:
         if "meta" not in db.table_names():
             db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
         if "sessions" not in db.table_names():
-            db["sessions"].create({"id": str, "created_at": float, "kb": str, "question": str, "kind": str},
-                                  pk="id")
+            db["sessions"].create({"id": str, "created_at": float, "kb": str, "question": str, "kind": str,
+                                   "owner": str}, pk="id")
+        elif "owner" not in db["sessions"].columns_dict:
+            # Files from before public mode: their sessions have no owner, so only a local
+            # (non-public) app lists them.
+            db["sessions"].add_column("owner", str)
         if "runs" not in db.table_names():
             db["runs"].create({"id": str, "session_id": str, "created_at": float, "kb": str, "method": str,
                                "question": str, "status": str, "error": str, "latency_ms": float,
@@ -88,11 +93,12 @@ class TraceStore:
                                         "result": str}, pk="id")
 
     # --- writing ---------------------------------------------------------------------
-    def new_session(self, kb: str, question: str = "", kind: str = "ask") -> str:
-        sid = uuid.uuid4().hex[:12]
+    def new_session(self, kb: str, question: str = "", kind: str = "ask", owner: str = "") -> str:
+        """A session id is 128 random bits: a session link is a capability, so it must not be guessable."""
+        sid = secrets.token_hex(16)
         with self._lock:
             self.db["sessions"].insert({"id": sid, "created_at": time.time(), "kb": kb, "question": question,
-                                        "kind": kind})
+                                        "kind": kind, "owner": owner})
         return sid
 
     def save_run(self, session_id: str, kb: str, run: RunResult, gold: Iterable[str] = (),
@@ -129,8 +135,13 @@ class TraceStore:
 
     # --- reading ---------------------------------------------------------------------
     def list_runs(self, method: Optional[str] = None, text: Optional[str] = None, session_id: Optional[str] = None,
-                  status: Optional[str] = None, limit: int = 200) -> list[RunSummary]:
+                  status: Optional[str] = None, limit: int = 200, owner: Optional[str] = None) -> list[RunSummary]:
+        """Newest first. `owner` (public mode) keeps only the runs of that visitor's sessions; an
+        empty owner matches nothing, so a caller without an id never sees anyone's runs."""
         where, args = [], []
+        if owner is not None:
+            where.append("session_id IN (SELECT id FROM sessions WHERE owner = ? AND owner != '')")
+            args.append(owner)
         if method:
             where.append("method = ?")
             args.append(method)
@@ -167,10 +178,17 @@ class TraceStore:
                               [session_id]).fetchone()
         return dict(zip(("id", "created_at", "kb", "question", "kind"), row)) if row else None
 
-    def export(self, run_ids: Iterable[str]) -> str:
-        """JSON of the listed runs, with their stored context."""
+    def owns(self, owner: str, run_id: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM runs r JOIN sessions s ON s.id = r.session_id "
+                              "WHERE r.id = ? AND s.owner = ? AND s.owner != ''", [run_id, owner]).fetchone()
+        return row is not None
+
+    def export(self, run_ids: Iterable[str], owner: Optional[str] = None) -> str:
+        """JSON of the listed runs, with their stored context; with `owner`, only that visitor's."""
         out = []
         for rid in run_ids:
+            if owner is not None and not self.owns(owner, rid):
+                raise InputError(f"no run {rid!r} among this visitor's sessions")
             run, info = self.load_run(rid)
             out.append({"id": rid, **info, "run": run.to_dict()})
         return json.dumps(out, indent=1, default=str)

@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import gradio as gr
+# Before gradio is imported: it reads this once. A public demo must not report its visitors'
+# use to a third party, and offline the reporting only adds failing requests.
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+import gradio as gr  # noqa: E402
 
 from retrieval.bench.runner import run_bench
 from retrieval.errors import HopTraceError
@@ -22,7 +25,9 @@ from retrieval import showcase as showcase_mod
 from traces.store import TraceStore
 
 from . import render
-from .ask import run_side_by_side
+from .ask import run_side_by_side, uses_llm
+from .picker import GROUPS, group_info
+from .public import LimitError, PublicLimits, new_visitor_id
 from .state import AppState
 
 DEFAULT_METHODS = ["composed", "griever"]
@@ -79,11 +84,13 @@ def _showcase_grid(sc, item) -> str:
     return note + _stored_grid(item.current_runs, set(item.gold))
 
 
-def _stored_grid(runs: dict, gold: set[str]) -> str:
-    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False) for m, r in runs.items())
+def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True) -> str:
+    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links)
+                            for m, r in runs.items())
 
 
 def build(state: AppState) -> gr.Blocks:
+    gr.set_static_paths(render.static_paths())  # vis-network for the graph iframes, from this server
     kbs = state.kb_names() or ["demo"]
     demo_kb = state.kb(kbs[0])
     examples = [q.text for q in demo_kb.questions[:40]]
@@ -96,6 +103,8 @@ def build(state: AppState) -> gr.Blocks:
             kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1, elem_id="kb")
             backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
         session_state = gr.State("")
+        # The visitor's id lives in their browser; in public mode it decides whose runs they see.
+        visitor = gr.BrowserState("", storage_key="hoptrace-visitor")
 
         with gr.Tab("Ask"):
             sc, sc_error = _load_showcase("demo")
@@ -107,7 +116,7 @@ def build(state: AppState) -> gr.Blocks:
             question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
             example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
             with gr.Row():
-                methods = gr.CheckboxGroup(all_methods, value=DEFAULT_METHODS, label="Methods", elem_id="methods")
+                pickers = _method_pickers(state.llm is not None)
                 k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
                 iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
                 with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
@@ -115,7 +124,10 @@ def build(state: AppState) -> gr.Blocks:
             link = gr.Markdown(elem_id="session-link")
             columns = gr.HTML(elem_id="columns")
             with gr.Accordion("Subgraph", open=True):
-                graph_pick = gr.Dropdown([], label="Stage", elem_id="graph-pick")
+                gr.HTML("<style>#stage-click{display:none}</style>")
+                stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
+                graph_pick = gr.Dropdown([], label="Stage (or click a stage's graph link in its column)",
+                                         elem_id="graph-pick", allow_custom_value=True)
                 graph = gr.HTML(elem_id="graph")
             comparison = gr.Plot(label="Comparison", elem_id="comparison")
 
@@ -178,11 +190,12 @@ def build(state: AppState) -> gr.Blocks:
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
 
-        def ask(kb_name, q, chosen, k_value, n_iter, answer):
+        def ask(kb_name, q, chosen, k_value, n_iter, answer, who):
             graph_sent = None
             try:
+                state.throttle(who)
                 stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
-                                          {"n_iterations": int(n_iter)}, answer=bool(answer))
+                                          {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
                 for prog in stream:
                     url = _session_url(prog.session_id)
                     latest = prog.latest
@@ -203,27 +216,33 @@ def build(state: AppState) -> gr.Blocks:
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
-        run_btn.click(ask, [kb, question, methods, k, iterations, with_answer], [columns, graph, graph_pick, comparison, link, session_state],
-                      concurrency_limit=2, concurrency_id="ask")
-        live_btn.click(ask, [kb, question, methods, k, iterations, with_answer],
+        def ask_picked(kb_name, q, k_value, n_iter, answer, who, *picked):
+            yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who)
+
+        run_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers], api_name="ask",
+                      outputs=[columns, graph, graph_pick, comparison, link, session_state],
+                      concurrency_limit=8, concurrency_id="ask")
+        live_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers],
                        [columns, graph, graph_pick, comparison, link, session_state],
-                       concurrency_limit=2, concurrency_id="ask")
+                       concurrency_limit=8, concurrency_id="ask")
 
         def open_recorded(label):
             """A showcase question from the recording: no model runs, so it opens at once."""
             item = sc.find(label) if sc and label else None
             if item is None:
-                return (gr.update(),) * 8
+                return (gr.update(),) * (7 + len(pickers))
             runs = item.current_runs
             choices = _graph_choices(runs)
             st = _pick_stage(runs, choices[-1]) if choices else None
-            return ("demo", item.question, gr.update(value=list(runs)) if runs else gr.update(), _showcase_grid(sc, item),
+            picked = [gr.update(value=[m for m in _picker_names(pk) if m in runs]) if runs else gr.update()
+                      for pk in pickers]
+            return ("demo", item.question, _showcase_grid(sc, item),
                     gr.update(choices=choices, value=choices[-1] if choices else None),
                     render.graph_iframe(st.subgraph if st else None, set(item.gold)),
-                    render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label)
+                    render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label, *picked)
 
-        sc_pick.change(open_recorded, sc_pick, [kb, question, methods, columns, graph_pick, graph, comparison,
-                                                session_state])
+        sc_pick.change(open_recorded, sc_pick, [kb, question, columns, graph_pick, graph, comparison,
+                                                session_state, *pickers])
 
         def pick_graph(choice, sid):
             if not sid:
@@ -237,6 +256,9 @@ def build(state: AppState) -> gr.Blocks:
             return render.graph_iframe(st.subgraph if st else None, gold)
 
         graph_pick.change(pick_graph, [graph_pick, session_state], graph)
+        # A click on a stage's graph link in a column picks that stage (render.STAGE_CLICK_JS).
+        stage_click.input(lambda choice: gr.update(value=choice), stage_click, graph_pick)
+        app.load(None, js=render.STAGE_CLICK_JS)
 
         def reopen(request: gr.Request):
             """`?session=ID` reopens a stored comparison exactly as it was."""
@@ -253,14 +275,20 @@ def build(state: AppState) -> gr.Blocks:
         app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])
 
         # --- Traces ------------------------------------------------------------------------
-        def list_runs(method, text):
-            rows = state.traces.list_runs(None if method == "any" else method, text or None)
+        def list_runs(method, text, who):
+            rows = state.traces.list_runs(None if method == "any" else method, text or None,
+                                          owner=state.owner_filter(who))
             return [[r.id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)), r.kb, r.method,
                      r.question, r.status, round(r.latency_ms, 1), r.tokens_in + r.tokens_out,
                      "" if r.recall is None else round(r.recall, 3)] for r in rows]
 
-        f_btn.click(list_runs, [f_method, f_text], runs_table)
-        app.load(list_runs, [f_method, f_text], runs_table)
+        f_btn.click(list_runs, [f_method, f_text, visitor], runs_table)
+
+        def arrive(who):
+            """A first visit gets its id (kept in the browser) before the Traces tab lists anything."""
+            return who or new_visitor_id()
+
+        app.load(arrive, visitor, visitor).then(list_runs, [f_method, f_text, visitor], runs_table)
         app.load(lambda name: _backends_line(state, state.kb(name)), kb, backends)
 
         def show(a, b):
@@ -275,7 +303,7 @@ def build(state: AppState) -> gr.Blocks:
                     gold |= set(info["gold"])
             except HopTraceError as e:
                 return render.error_html(str(e)), None
-            return _stored_grid(runs, gold), render.comparison_figure(runs, gold)
+            return _stored_grid(runs, gold, graph_links=False), render.comparison_figure(runs, gold)
 
         show_btn.click(show, [run_a, run_b], [stored, stored_plot])
 
@@ -284,46 +312,59 @@ def build(state: AppState) -> gr.Blocks:
             rid = str(evt.row_value[0]) if evt.row_value else ""
             return (a, rid) if a and a != rid else (rid, gr.update())
 
-        runs_table.select(pick_row, [run_a], [run_a, run_b])
+        runs_table.select(pick_row, [run_a], [run_a, run_b]).then(show, [run_a, run_b], [stored, stored_plot])
 
-        def export(ids_text):
+        def export(ids_text, who):
             ids = [x.strip() for x in (ids_text or "").split(",") if x.strip()]
             if len(ids) == 1 and state.traces.session(ids[0]):
                 ids = state.traces.session_runs(ids[0])
             if not ids:
                 raise gr.Error("enter run ids or a session id")
             try:
-                data = state.traces.export(ids)
+                data = state.traces.export(ids, owner=state.owner_filter(who))
             except HopTraceError as e:
                 raise gr.Error(str(e))
             path = Path(tempfile.mkdtemp(prefix="hoptrace-export-")) / "traces.json"
             path.write_text(data)
             return str(path)
 
-        export_btn.click(export, export_ids, export_file)
+        export_btn.click(export, [export_ids, visitor], export_file)
 
         # --- Benchmark -----------------------------------------------------------------------
-        def bench(kb_name, chosen, limit, progress=gr.Progress()):
+        def bench(kb_name, chosen, limit, who, progress=gr.Progress()):
             if not chosen:
                 raise gr.Error("pick at least one method")
+            try:
+                state.public.check_bench(int(limit or 1))
+                state.public.check_methods(list(chosen), uses_llm)
+                state.throttle(who)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
             open_kb = state.kb(kb_name)
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
                 raise gr.Error(f"KB {kb_name} has no questions with gold passages")
             res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
                             on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"))
-            sid = state.traces.new_session(kb_name, kind="bench")
+            sid = state.traces.new_session(kb_name, kind="bench", owner=who or "")
             state.traces.save_bench(sid, kb_name, res.to_json())
             cols = ["recall@5", "recall@10", "anyhit@5", "latency_ms_p50", "tokens_per_question"]
             table = [[m] + [row.get(c) for c in cols] for m, row in res.methods.items()]
             return (gr.update(value=table, headers=["method"] + cols), _scatter(res, "latency_ms_p50"),
                     _scatter(res, "tokens_per_question"))
 
-        b_btn.click(bench, [kb, b_methods, b_limit], [b_table, b_plot_lat, b_plot_tok], concurrency_limit=1,
+        b_btn.click(bench, [kb, b_methods, b_limit, visitor], [b_table, b_plot_lat, b_plot_tok], concurrency_limit=1,
                     concurrency_id="bench")
 
-        def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit):
+        def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who):
             from retrieval.bench.reproduce import figure, render as render_rep, reproduce
+            try:
+                state.public.check_bench(int(limit or 1))
+                if with_llm:
+                    state.public.check_bench(int(llm_limit or 1))
+                state.throttle(who)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
             open_kb = state.kb(kb_name)
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
@@ -338,20 +379,26 @@ def build(state: AppState) -> gr.Blocks:
                                        + ("" if open_kb.ctx.llm is not None else " (no LLM is configured)") + ".</p>")
             return f"{note}<pre>{render.esc(render_rep(rep))}</pre>", figure(rep)
 
-        r_btn.click(reproduce_paper, [kb, r_paper, b_limit, r_with_llm, r_llm_limit], [r_out, r_plot], concurrency_limit=1,
+        r_btn.click(reproduce_paper, [kb, r_paper, b_limit, r_with_llm, r_llm_limit, visitor], [r_out, r_plot], concurrency_limit=1,
                     concurrency_id="bench")
 
         # --- Index ---------------------------------------------------------------------------
-        def index(corpus, qfile, openie, name, extractor, progress=gr.Progress(track_tqdm=True)):
+        def index(corpus, qfile, openie, name, extractor, who, progress=gr.Progress(track_tqdm=True)):
             if corpus is None:
                 raise gr.Error("upload a corpus file first")
             name = (name or "").strip()
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise gr.Error("KB name: letters, digits, - and _ only")
             try:
+                state.public.check_extractor(extractor)
+                if state.public.enabled and name in state.kb_names():
+                    # A visitor must not add passages to a KB others use (the demo included).
+                    raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
+                state.throttle(who)
                 plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
                 report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile else None,
-                                          plan.openie, name=name, progress=True, plan=plan)
+                                          plan.openie, name=name, progress=True, plan=plan,
+                                          max_passages=state.public.passage_cap())
             except HopTraceError as e:
                 raise gr.Error(str(e))
             state.forget(name)
@@ -363,15 +410,37 @@ def build(state: AppState) -> gr.Blocks:
                         f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
             return msg, gr.update(choices=state.kb_names(), value=name)
 
-        up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor], [up_log, kb],
+        up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
                      concurrency_limit=1, concurrency_id="index")
     return app
 
 
 def _backends_line(state: AppState, open_kb) -> str:
     llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
+    where = f" · traces in `{render.esc(str(state.traces.path))}`" if state.public.show_paths else ""
     return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
-            f"{llm_methods} and the answer step · traces in `{render.esc(str(state.traces.path))}`")
+            f"{llm_methods} and the answer step{where}")
+
+
+def _method_pickers(llm: bool) -> list:
+    """One checkbox group per paper, its ablations folded beneath it; each group's info line gives
+    the paper tables and the expected time of each method (ui/picker.py). Wrapped in #methods so
+    every method's checkbox is found under one selector."""
+    out = []
+    with gr.Column(elem_id="methods", scale=2):
+        for g in GROUPS:
+            out.append(gr.CheckboxGroup(list(g.methods), value=[m for m in g.methods if m in DEFAULT_METHODS],
+                                        label=f"{g.title} · {g.tables}", info=group_info(g.methods, llm),
+                                        elem_classes=["ht-picker"]))
+            if g.ablations:
+                with gr.Accordion(f"{g.title} ablations", open=False, elem_classes=["ht-ablations"]):
+                    out.append(gr.CheckboxGroup(list(g.ablations), value=[], show_label=False,
+                                                info=group_info(g.ablations, llm), elem_classes=["ht-picker"]))
+    return out
+
+
+def _picker_names(picker) -> list[str]:
+    return [c[1] if isinstance(c, (tuple, list)) else c for c in picker.choices]
 
 
 def _scatter(res, x_key: str):
@@ -389,14 +458,24 @@ def _session_url(session_id: str) -> str:
     return f"?session={session_id}"
 
 
-def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None) -> None:
+def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None,
+         public: bool | None = None) -> None:
     t0 = time.time()
     ensure_demo()
-    state = AppState(llm_settings=llm_settings, profile=profile)
+    state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public))
     state.start_llm()
     app = build(state)
-    print(f"HopTrace ready in {time.time() - t0:.1f} s (KBs: {', '.join(state.kb_names())})", flush=True)
+    mode = "public mode (visitors kept apart, caps on)" if state.public.enabled else "local mode"
+    print(f"HopTrace ready in {time.time() - t0:.1f} s, {mode} (KBs: {', '.join(state.kb_names())})", flush=True)
+    serve(app, state, server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+          server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+
+
+def serve(app: gr.Blocks, state: AppState, **launch: object) -> None:
+    """Queue and launch as every entry point must (the app, the tests, bench-app): the theme
+    with system fonts (Gradio's default theme fetches Google Fonts: the page must make no
+    request outside this server), the upload cap of public mode."""
+    theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
+                              font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-        server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        show_error=True)
+        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), **launch)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from retrieval.trace import RunResult, Stage, Subgraph
@@ -37,7 +38,22 @@ CSS = """
 .ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
 .ht-live{border-color:#2563eb;background:#eff6ff}
 .ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:4px 8px;margin-bottom:6px}
+.ht-graph-link{color:#2563eb;cursor:pointer;text-decoration:underline dotted}
 """
+
+# The page script that turns a click on a stage's "graph" link into a Stage pick: it writes
+# the link's data-stage into the hidden #stage-click box, whose input event the app handles.
+STAGE_CLICK_JS = """() => {
+  document.addEventListener('click', (e) => {
+    const link = e.target.closest && e.target.closest('.ht-graph-link');
+    if (!link) return;
+    e.preventDefault(); e.stopPropagation();  // a click on it must not fold the stage
+    const box = document.querySelector('#stage-click textarea, #stage-click input');
+    if (!box) return;
+    box.value = link.dataset.stage;
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  }, true);
+}"""
 
 
 def esc(value: Any) -> str:
@@ -120,9 +136,15 @@ def payload_html(payload: dict, gold: set[str]) -> str:
     return "".join(parts)
 
 
-def stage_html(st: Stage, gold: set[str], open_: bool = False) -> str:
+def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "") -> str:
     mark = STATUS_MARK.get(st.status, "?")
-    graph = f" · graph {len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e" if st.subgraph and st.subgraph.nodes else ""
+    graph = ""
+    if st.subgraph and st.subgraph.nodes:
+        size = f"graph {len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e"
+        # A click on it draws this stage's subgraph in the panel (the app's page script reads
+        # data-stage, which is the Stage picker's own choice string).
+        graph = (f" · <a class='ht-graph-link' data-stage='{esc(f'{method} · {st.name}')}' "
+                 f"title='draw this subgraph'>{size} ▸</a>" if method else f" · {size}")
     msg = f"<div class='{'ht-err' if st.status == 'error' else 'ht-meta'}'>{esc(st.message)}</div>" if st.message else ""
     calls = "".join(
         f"<details><summary>LLM call {i + 1}: {esc(c.model)} · {c.tokens_in}/{c.tokens_out} tok · "
@@ -168,7 +190,8 @@ def live_html(st: Stage) -> str:
         doing = f"LLM reading the prompt · {purpose}"
     elif what == "writing":
         cap = f" of at most {int(p['max_tokens'])}" if p.get("max_tokens") else ""
-        doing = f"LLM writing · {purpose} · {int(p.get('tokens_out', 0))} tokens so far{cap}"
+        n = int(p.get("tokens_out", 0))
+        doing = f"LLM writing · {purpose} · {n} token{'' if n == 1 else 's'} so far{cap}"
     else:
         doing = "running"
     return (f"<div class='ht-stage ht-live'>⏳ <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
@@ -176,7 +199,8 @@ def live_html(st: Stage) -> str:
 
 
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
-                running: bool, live: Optional[Stage] = None) -> str:
+                running: bool, live: Optional[Stage] = None, graph_links: bool = True) -> str:
+    """`graph_links`: each stage's graph size is a link that draws it (the Ask tab's columns)."""
     head = f"<h3>{esc(method)}</h3>"
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
@@ -186,7 +210,7 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
             head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
     elif running:
         head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
-    body = "".join(stage_html(s, gold) for s in stages)
+    body = "".join(stage_html(s, gold, method=method if graph_links else "") for s in stages)
     if live is not None and run is None:
         body += live_html(live)
     tail = ranking_html(run, gold) if run is not None and run.ranked else ""
@@ -202,13 +226,32 @@ def error_html(message: str) -> str:
 
 
 # --- subgraphs ------------------------------------------------------------------------------
+def _vis_dir() -> Path:
+    """vis-network as pyvis ships it: served by the app itself (gr.set_static_paths), never a CDN."""
+    import pyvis
+
+    return Path(pyvis.__file__).parent / "templates" / "lib" / "vis-9.1.2"
+
+
+def static_paths() -> list[str]:
+    return [str(_vis_dir())]
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script>: no '<', '>' or '&' that could end it or open a comment."""
+    return (json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
 def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> str:
-    """A pyvis network, self-contained (vis-network inlined, no CDN), in a sandboxed iframe."""
+    """A pyvis network in a sandboxed iframe. pyvis builds the nodes, edges and options; the page
+    is ours: pyvis's own template inlines vis-network (~0.7 MB in every update of every stage)
+    and links Bootstrap from a CDN, where this loads vis-network from the app's own static
+    route (cached by the browser after the first graph; works offline) and sends only data."""
     if g is None or not g.nodes:
         return "<div class='ht-meta'>This stage has no subgraph.</div>"
     from pyvis.network import Network
 
-    net = Network(height=f"{height - 20}px", width="100%", directed=True, cdn_resources="in_line")
+    net = Network(height=f"{height - 20}px", width="100%", directed=True)
     for n in g.nodes[:300]:
         is_gold = n.id in gold
         label = n.label if len(n.label) <= 60 else n.label[:59] + "…"
@@ -226,7 +269,17 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
                     '"arrows": {"to": {"enabled": true, "scaleFactor": 0.5}}}, '
                     # vis hides labels smaller than 5 px on screen; a 40-node stage fits only zoomed out
                     '"nodes": {"font": {"size": 14}, "scaling": {"label": {"drawThreshold": 1}}}}')
-    doc = net.generate_html()
+    nodes, edges, *_ = net.get_network_data()
+    # Relative URLs: an about:srcdoc document resolves them against the page's own base, so
+    # they are right behind any proxy or root path (Spaces included).
+    lib = f"gradio_api/file={_vis_dir()}"
+    doc = ("<!doctype html><html><head><meta charset='utf-8'>"
+           f"<link rel='stylesheet' href='{esc(lib)}/vis-network.css'><script src='{esc(lib)}/vis-network.min.js'></script>"
+           f"<style>html,body{{margin:0}}#g{{width:100%;height:{height - 20}px}}</style></head>"
+           "<body><div id='g'></div><script>"
+           f"new vis.Network(document.getElementById('g'), {{nodes: new vis.DataSet({_script_json(nodes)}), "
+           f"edges: new vis.DataSet({_script_json(edges)})}}, {_script_json(net.options)});"
+           "</script></body></html>")
     return (f"<iframe sandbox='allow-scripts' style='width:100%;height:{height}px;border:1px solid #e4e4e7' "
             f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")
 

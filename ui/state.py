@@ -16,6 +16,8 @@ from retrieval.records import Question
 from retrieval.store import open_store
 from traces.store import TraceStore
 
+from .public import PublicLimits, RateLimiter
+
 
 @dataclass
 class OpenKB:
@@ -27,8 +29,11 @@ class OpenKB:
 
 class AppState:
     def __init__(self, trace_path: Path | None = None, llm_settings: LLMSettings | None = None,
-                 profile: str | None = None):
-        self.traces = TraceStore(trace_path or home() / "traces.sqlite")
+                 profile: str | None = None, public: PublicLimits | None = None):
+        self.public = public or PublicLimits.from_env()
+        self.rate = RateLimiter(self.public.requests_per_minute)
+        # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
+        self.traces = TraceStore(trace_path or os.environ.get("HOPTRACE_TRACES") or home() / "traces.sqlite")
         self._kbs: dict[str, OpenKB] = {}
         self._lock = threading.Lock()
         # One LLM for every KB and user; its own semaphore queues concurrent requests.
@@ -57,6 +62,14 @@ class AppState:
         if self.llm is None:
             return "none configured (GEAR runs as NaiveGE; GRIEVER and the baselines need none)"
         return f"{self.llm.describe()} ({self.llm_status})"
+
+    def owner_filter(self, visitor: str) -> str | None:
+        """Whose runs a visitor may list: their own in public mode, everyone's locally."""
+        return (visitor or "") if self.public.enabled else None
+
+    def throttle(self, visitor: str) -> None:
+        if self.public.enabled:
+            self.rate.check(visitor or "anonymous")
 
     def kb_names(self) -> list[str]:
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))

@@ -8,7 +8,8 @@ from pathlib import Path
 from .runner import KS, BenchResult
 
 COLUMNS = [f"{m}@{k}" for m in ("recall", "anyhit", "allhit") for k in KS] + [
-    "latency_ms_p50", "latency_ms_p95", "tokens_in", "tokens_out", "errors"]
+    "latency_ms_p50", "latency_ms_p95", "retrieval_ms_p50", "retrieval_ms_p95", "answer_ms_p50", "tokens_in",
+    "tokens_out", "errors"]
 
 
 def write_json(res: BenchResult, path: Path) -> None:
@@ -28,7 +29,8 @@ def table(res: BenchResult, columns: list[str] | None = None) -> str:
     hits = [f"anyhit@{k}" for k in (2, 5) if k in ks]
     cols = columns or ([f"recall@{k}" for k in ks] + hits + ["allhit@5", "latency_ms_p50", "latency_ms_p95",
                                                       "tokens_per_question"]
-                       + [c for c in ("em", "f1", "C_w", "plan_hop_accuracy")
+                       + [c for c in ("retrieval_ms_p50", "retrieval_ms_p95", "answer_ms_p50", "em", "f1", "C_w",
+                                      "plan_hop_accuracy")
                           if any(c in r for r in res.methods.values())])
     rows = [["method"] + cols] + [[n] + ["" if r.get(c) is None else f"{r[c]}" for c in cols]
                                   for n, r in res.methods.items()]

@@ -45,6 +45,8 @@ class QuestionResult:
     plan_hops: Optional[int] = None   # GRASP: sub-questions its planner wrote
     gold_hops: Optional[int] = None
     weight: Optional[float] = None    # GRASP eq. 3: surprisal of a correct answer
+    answer_ms: float = 0.0            # the shared answer step's part of latency_ms (--answer)
+    answer_tokens: int = 0
 
 
 @dataclass
@@ -76,6 +78,12 @@ def _latency(rows: Sequence[QuestionResult], q: float) -> Optional[float]:
     return round(percentile(lat, q), 2) if lat else None
 
 
+def _retrieval_latency(rows: Sequence[QuestionResult], q: float) -> Optional[float]:
+    """Latency without the shared answer step: what the method itself costs a question."""
+    lat = [r.latency_ms - r.answer_ms for r in rows if r.status == "ok"]
+    return round(percentile(lat, q), 2) if lat else None
+
+
 def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
     out: dict = {}
     for k, rows in rows_by_k.items():
@@ -94,6 +102,11 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
         "tokens_per_question": round(sum(r.tokens_in + r.tokens_out for r in head) / max(1, len(head)), 1),
         "errors": len(head) - len(ok),
     })
+    if any(r.answer_ms for r in head):
+        out.update({"retrieval_ms_p50": _retrieval_latency(head, 50), "retrieval_ms_p95": _retrieval_latency(head, 95),
+                    "answer_ms_p50": round(percentile([r.answer_ms for r in ok], 50), 2) if ok else None,
+                    "retrieval_tokens_per_question": round(sum(r.tokens_in + r.tokens_out - r.answer_tokens
+                                                               for r in head) / max(1, len(head)), 1)})
     answered = [r for r in head if r.em is not None]
     if answered:
         out["em"] = _mean([r.em for r in answered])
@@ -151,6 +164,9 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
                 run = method.run(q.text, k=k, answer=with_answer)
                 row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
                                      run.tokens_in, run.tokens_out, run.status, run.error)
+                shared = [st for st in run.stages if st.name == "answer"]
+                row.answer_ms = sum(st.latency_ms for st in shared)
+                row.answer_tokens = sum(st.tokens_in + st.tokens_out for st in shared)
                 if (with_answer or run.answer is not None) and q.answers:
                     row.answer = run.answer or ""
                     row.em, row.f1 = exact_match(row.answer, q.answers), f1_score(row.answer, q.answers)

@@ -8,7 +8,7 @@ from typing import Optional
 from ..corpus import load_corpus, load_questions
 from ..datasets import DEMO, get_dataset
 from ..embed import DEFAULT_MODEL, get_embedder
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..llm import LLMSettings, get_llm
 from ..paths import resolve_kb
 from ..records import Passage, Question
@@ -111,10 +111,14 @@ def load_sources(corpus: Path, questions: Optional[Path] = None,
 def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, openie: Optional[Path] = None,
                      extractor: str = "auto", embed_model: str = DEFAULT_MODEL, name: Optional[str] = None,
                      progress: bool = True, plan: Optional[ExtractionPlan] = None, sample: Optional[int] = None,
-                     retry_failed: bool = False) -> BuildReport:
+                     retry_failed: bool = False, max_passages: Optional[int] = None) -> BuildReport:
     plan = plan or ExtractionPlan(extractor, openie)
     plan.check()  # before reading anything, so a bad option fails fast
     passages, qs = load_sources(corpus, questions, sample)
+    if max_passages is not None and len(passages) > max_passages:
+        # Checked before anything is written: a refused corpus leaves the KB as it was.
+        raise InputError(f"the corpus has {len(passages):,} passages; this server builds at most "
+                         f"{max_passages:,} at once (use --sample, or build locally)")
     return build_kb(out, passages, plan.extractors(), get_embedder(embed_model), questions=qs,
                     name=name or Path(corpus).name, progress=progress, retry_failed=retry_failed)
 

@@ -38,7 +38,7 @@ def app_url(small_corpus, embedder, tmp_path_factory):
     from retrieval.kb.extract.rules import RulesExtractor
     from retrieval.paths import kb_dir
     from retrieval.records import Passage
-    from ui.app import build
+    from ui.app import build, serve
     from ui.state import AppState
 
     passages, questions = small_corpus
@@ -54,8 +54,7 @@ def app_url(small_corpus, embedder, tmp_path_factory):
     state = AppState(trace_path=home / "traces.sqlite")
     app = build(state)
     port = free_port()
-    app.queue(default_concurrency_limit=2, max_size=32).launch(server_name="127.0.0.1", server_port=port,
-                                                               prevent_thread_lock=True)
+    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/"
     app.close()
 
@@ -92,6 +91,10 @@ def page(app_url):
         dialogs: list[str] = []
         pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         pg.dialogs = dialogs
+        # Every request the page makes outside this server (fonts, CDNs, analytics): none allowed.
+        pg.external = []
+        pg.on("request", lambda r: None if r.url.startswith((app_url, "data:", "blob:", "about:"))
+              else pg.external.append(r.url))
         pg.goto(app_url, wait_until="domcontentloaded")
         pg.wait_for_selector("#run", timeout=60_000)
         yield pg
@@ -301,7 +304,7 @@ def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots)
     _set_methods(page, {"sag"})
     page.click("#run")
     live = page.locator("#columns .ht-col[data-method='sag'] .ht-live")
-    live.filter(has_text="tokens so far").first.wait_for(timeout=300_000)
+    live.filter(has_text="so far").first.wait_for(timeout=300_000)
     text = live.first.inner_text()
     assert "LLM writing" in text and ("query entities" in text or "rerank" in text), text
     page.screenshot(path=str(shots / "live_progress.png"), full_page=True)
@@ -309,3 +312,96 @@ def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots)
     assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0
     names = page.locator("#columns .ht-col[data-method='sag'] .ht-stage summary .ht-meta").all_inner_texts()
     assert names[0].startswith("profile ")
+
+
+@pytest.fixture(scope="module")
+def public_url(app_url, tmp_path_factory):
+    """The same KBs served in public mode, with a trace file of its own."""
+    from ui.app import build, serve
+    from ui.public import PublicLimits
+    from ui.state import AppState
+
+    state = AppState(trace_path=tmp_path_factory.mktemp("public") / "traces.sqlite",
+                     public=PublicLimits.from_env(public=True))
+    app = build(state)
+    port = free_port()
+    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+def test_public_mode_keeps_visitors_apart_and_names_its_caps(public_url, shots):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        ann, bob = (browser.new_context(viewport={"width": 1400, "height": 1000}).new_page() for _ in range(2))
+        for pg in (ann, bob):
+            pg.goto(public_url, wait_until="domcontentloaded")
+            pg.wait_for_selector("#run", timeout=60_000)
+            assert "traces in" not in pg.locator("#backends").inner_text()  # no server path on the page
+        _set_question(ann, Q)
+        _run(ann, {"bm25"})
+        assert "/tmp/" not in ann.content()
+        sid = ann.locator("#session-link code").inner_text().strip()
+        assert len(sid) == 32
+
+        def traces_tab(pg) -> str:
+            pg.get_by_role("tab", name="Traces").click()
+            pg.click("#refresh-runs")
+            pg.wait_for_timeout(1500)
+            return pg.locator("#runs-table").inner_text()
+
+        assert "Journal of Psychotherapy Integration" in traces_tab(ann)
+        assert "Journal of Psychotherapy Integration" not in traces_tab(bob)
+        bob.screenshot(path=str(shots / "public-second-visitor-traces.png"), full_page=True)
+        # the link opens Ann's comparison for Bob, read-only, without adding it to his list
+        bob.goto(f"{public_url}?session={sid}", wait_until="domcontentloaded")
+        bob.wait_for_selector("#columns .ht-col[data-method='bm25'] table.ht-ranking", timeout=60_000)
+        assert "Journal of Psychotherapy Integration" not in traces_tab(bob)
+        # a cap refuses with its limit named
+        bob.get_by_role("tab", name="Ask").click()
+        _set_methods(bob, {"gear", "sag", "grasp"})
+        bob.click("#run")
+        bob.wait_for_function("document.querySelector('#columns').innerText.includes('LLM methods a request')",
+                              timeout=30_000)
+        assert "at most 2 LLM methods a request" in bob.locator("#columns").inner_text()
+        browser.close()
+
+
+def test_the_page_asks_nothing_outside_its_server_and_groups_methods_by_paper(page, shots):
+    page.wait_for_load_state("networkidle")
+    _set_question(page, Q)
+    _run(page, {"griever"})
+    page.wait_for_selector("#graph iframe", timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    assert page.external == [], page.external
+    picker = page.locator("#methods")
+    text = picker.inner_text()
+    for title in ("Baselines", "GRIEVER · Tables 1, 3, 4", "GEAR · Tables 2, 4", "SAG · Tables 4, 6, 7",
+                  "GRASP · Table 2, A.1.7", "griever ~100 ms"):
+        assert title in text, title
+    assert not page.get_by_text("sag_h0", exact=True).is_visible()  # ablations folded
+    page.get_by_text("SAG ablations").click()
+    page.get_by_text("sag_h0", exact=True).wait_for(state="visible")
+    picker.screenshot(path=str(shots / "method-picker.png"))
+
+
+def test_clicking_a_stage_graph_link_draws_that_stage(page, shots):
+    import json
+
+    _set_question(page, Q)
+    _run(page, {"griever"})
+    links = page.locator("#columns .ht-col[data-method='griever'] .ht-graph-link")
+    assert links.count() > 2
+    link = links.nth(1)
+    want = link.get_attribute("data-stage")
+    assert want.startswith("griever · ")
+    stage = link.locator("xpath=ancestor::details[1]")
+    was_open = stage.get_attribute("open")
+    link.click()
+    page.wait_for_function(f"document.querySelector('#graph-pick input').value === {json.dumps(want)}",
+                           timeout=15_000)
+    assert stage.get_attribute("open") == was_open  # the click drew the graph, it did not fold the stage
+    page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(shots / "stage-click.png"), full_page=True)

@@ -1,0 +1,18 @@
+"""The grouped method picker offers every registered method and variant exactly once."""
+from retrieval.methods import method_names
+from ui.picker import GROUPS, all_grouped, expected, group_info
+
+
+def test_every_method_is_in_exactly_one_group():
+    grouped = all_grouped()
+    assert sorted(grouped) == sorted(method_names())
+    assert len(grouped) == len(set(grouped))
+
+
+def test_each_group_names_its_tables_and_each_method_its_expected_time():
+    assert all(g.tables for g in GROUPS)
+    assert expected("bm25", llm=False) == "~5 ms"
+    assert expected("sag", llm=False) == "needs an LLM"
+    assert expected("gear", llm=False) == "runs as NaiveGE without an LLM"
+    info = group_info(("griever", "composed"), llm=True)
+    assert info == "griever ~100 ms · composed ~30 ms"

@@ -1,0 +1,106 @@
+"""Public mode: visitors kept apart in the trace store, and every cap refusing with its limit named."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from retrieval.errors import InputError
+from retrieval.trace import RunResult
+from traces.store import TraceStore
+from ui.public import LimitError, PublicLimits, RateLimiter
+
+
+def _run(question: str) -> RunResult:
+    return RunResult(method="bm25", question=question)
+
+
+def test_each_visitor_lists_and_exports_only_their_own_runs(tmp_path):
+    traces = TraceStore(tmp_path / "traces.sqlite")
+    ann, bob = "a" * 32, "b" * 32
+    sa = traces.new_session("demo", "ann's question", owner=ann)
+    sb = traces.new_session("demo", "bob's question", owner=bob)
+    ra = traces.save_run(sa, "demo", _run("ann's question"))
+    rb = traces.save_run(sb, "demo", _run("bob's question"))
+
+    assert [r.id for r in traces.list_runs(owner=ann)] == [ra]
+    assert [r.id for r in traces.list_runs(owner=bob)] == [rb]
+    assert traces.list_runs(owner="") == []  # no id: nobody's runs
+    assert {r.id for r in traces.list_runs()} == {ra, rb}  # a local app lists all
+
+    assert json.loads(traces.export([ra], owner=ann))[0]["id"] == ra
+    with pytest.raises(InputError, match="among this visitor's sessions"):
+        traces.export([rb], owner=ann)
+
+
+def test_a_session_link_is_unguessable_and_opens_for_anyone(tmp_path):
+    traces = TraceStore(tmp_path / "traces.sqlite")
+    sids = {traces.new_session("demo", owner="a" * 32) for _ in range(50)}
+    assert len(sids) == 50 and all(len(s) == 32 and int(s, 16) >= 0 for s in sids)
+    sid = next(iter(sids))
+    assert traces.session(sid)["id"] == sid  # read-only opening needs only the id
+
+
+def test_an_old_trace_file_gains_the_owner_column_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "traces.sqlite"
+    traces = TraceStore(path)
+    rid = traces.save_run(traces.new_session("demo", "q"), "demo", _run("q"))
+    db = sqlite3.connect(path)  # rewind the schema to before public mode
+    db.executescript("CREATE TABLE s2 AS SELECT id, created_at, kb, question, kind FROM sessions;"
+                     "DROP TABLE sessions; ALTER TABLE s2 RENAME TO sessions;")
+    db.commit()
+    db.close()
+
+    reopened = TraceStore(path)
+    assert [r.id for r in reopened.list_runs()] == [rid]
+    assert reopened.list_runs(owner="x" * 32) == []
+    assert "owner" in reopened.db["sessions"].columns_dict
+
+
+def test_caps_name_their_limits_in_public_mode_only():
+    pub, local = PublicLimits.from_env(public=True), PublicLimits.from_env(public=False)
+    llm = {"gear", "sag", "grasp"}.__contains__
+
+    with pytest.raises(LimitError, match=r"at most 2 LLM methods a request \(you picked 3: gear, sag, grasp\)"):
+        pub.check_methods(["bm25", "gear", "sag", "grasp"], llm)
+    pub.check_methods(["bm25", "dense", "gear", "sag"], llm)
+    with pytest.raises(LimitError, match="at most 20 questions a run \\(asked for 100\\)"):
+        pub.check_bench(100)
+    with pytest.raises(LimitError, match="LLM extraction is off on this public demo"):
+        pub.check_extractor("llm")
+    pub.check_extractor("rules")
+    assert pub.passage_cap() == 2000 and pub.upload_cap() == "20mb" and not pub.show_paths
+
+    local.check_methods(["gear", "sag", "grasp", "syncge"], llm)
+    local.check_bench(100)
+    local.check_extractor("llm")
+    assert local.passage_cap() is None and local.upload_cap() is None and local.show_paths
+
+
+def test_the_environment_turns_public_mode_on(monkeypatch):
+    monkeypatch.setenv("HOPTRACE_PUBLIC", "1")
+    assert PublicLimits.from_env().enabled
+    monkeypatch.setenv("HOPTRACE_PUBLIC", "0")
+    assert not PublicLimits.from_env().enabled
+
+
+def test_the_rate_limit_is_per_visitor_and_slides():
+    rate = RateLimiter(per_minute=3)
+    for t in (0, 1, 2):
+        rate.check("ann", now=t)
+    with pytest.raises(LimitError, match=r"at most 3 requests a minute from one visitor; try again in 58 s"):
+        rate.check("ann", now=2)
+    rate.check("bob", now=2)  # another visitor is not held up
+    rate.check("ann", now=60.5)  # the first request left the window
+
+
+def test_a_corpus_over_the_passage_cap_is_refused_before_anything_is_written(tmp_path):
+    from retrieval.kb.presets import build_from_files
+
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps([{"title": f"T{i}", "text": f"Passage number {i}."} for i in range(5)]))
+    out = tmp_path / "kb.sqlite"
+    with pytest.raises(InputError, match="the corpus has 5 passages; this server builds at most 3"):
+        build_from_files(out, corpus, extractor="rules", max_passages=3, progress=False)
+    assert not out.exists()

@@ -1,0 +1,166 @@
+"""`hoptrace bench-app --users N --minutes M`: many visitors asking at once, through the app's
+own HTTP API on loopback, and what the trace database holds afterwards.
+
+Each virtual user is a gradio_client on 127.0.0.1 that asks a demo question with the chosen
+LLM-free methods, waits for the final ranking, and asks again until the time is up (bounded:
+at most --max-requests in all). Reported: requests, errors, runs stored vs expected, runs
+whose stored question is not their session's (mixed traces), and p50 / p95 seconds from
+submit to final ranking; first a single user's click → final ranking over --solo requests.
+"""
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from retrieval.errors import ConfigError
+from retrieval.kb.presets import demo_path
+from retrieval.paths import REPO_ROOT
+
+from .benchmark import free_port
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def _start_app(traces: Path, app_dir: Path = REPO_ROOT) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HOPTRACE_LLM="none",
+               HOPTRACE_TRACES=str(traces))
+    proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=env, cwd=app_dir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        if proc.poll() is not None:
+            raise ConfigError("the app exited during start-up")
+        try:
+            if urllib.request.urlopen(url, timeout=1).status == 200:
+                return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise ConfigError("the app did not answer within 300 s")
+
+
+def _picked(methods: list[str]) -> list[list[str]]:
+    """The ask endpoint's picker inputs, in the app's order (ui/picker.py groups)."""
+    from .picker import GROUPS
+
+    out = []
+    for g in GROUPS:
+        out.append([m for m in g.methods if m in methods])
+        if g.ablations:
+            out.append([m for m in g.ablations if m in methods])
+    return out
+
+
+def _ask(client, question: str, methods: list[str], k: int) -> float:
+    # An app from before the grouped picker (one Methods list: 6 inputs) is measured too, so a
+    # before/after compares the same load.
+    n = len(client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/ask"]["parameters"])
+    args = (["demo", question, methods, k, 2, False] if n == 6
+            else ["demo", question, k, 2, False, *_picked(methods)])
+    t0 = time.perf_counter()
+    client.predict(*args, api_name="/ask")
+    return time.perf_counter() - t0
+
+
+def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = ("bm25", "dense", "composed", "griever"),
+              k: int = 5, solo: int = 20, max_requests: int = 2000, app_dir: Path = REPO_ROOT) -> dict:
+    """`app_dir`: another checkout's app.py (a before/after of the same load)."""
+    from gradio_client import Client
+
+    from retrieval.store import open_store
+
+    if not demo_path().exists():
+        raise ConfigError("build the demo KB first: hoptrace build --demo")
+    if users < 1 or users > 100:
+        raise ConfigError(f"--users must be 1..100 (loopback load test), got {users}")
+    if minutes <= 0 or minutes > 30:
+        raise ConfigError(f"--minutes must be in (0, 30], got {minutes}")
+    questions = [q.text for q in open_store(str(demo_path())).questions()]
+    traces = Path(tempfile.mkdtemp(prefix="hoptrace-load-")) / "traces.sqlite"
+    proc, url = _start_app(traces, app_dir)
+    try:
+        c = Client(url, verbose=False)
+        _ask(c, questions[0], list(methods), k)  # warm: the first request opens the KB
+        solo_s = [_ask(c, questions[i % len(questions)], list(methods), k) for i in range(solo)]
+        solo_end = time.time()
+
+        lat: list[float] = []
+        errors: list[str] = []
+        sent = [0]
+        lock = threading.Lock()
+        stop_at = time.time() + minutes * 60
+
+        def user(seed: int) -> None:
+            rng = random.Random(seed)
+            client = Client(url, verbose=False)
+            while time.time() < stop_at:
+                with lock:
+                    if sent[0] >= max_requests:
+                        return
+                    sent[0] += 1
+                try:
+                    s = _ask(client, rng.choice(questions), list(methods), k)
+                    with lock:
+                        lat.append(s)
+                except Exception as e:  # counted, not raised: the load goes on
+                    with lock:
+                        errors.append(f"{type(e).__name__}: {e}"[:200])
+
+        threads = [threading.Thread(target=user, args=(i,), daemon=True) for i in range(users)]
+        t0 = time.time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=minutes * 60 + 600)
+        wall = time.time() - t0
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    db = sqlite3.connect(traces)
+    requests_total = 1 + solo + sent[0]
+    stored = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    mixed = db.execute("SELECT count(*) FROM runs r JOIN sessions s ON s.id = r.session_id "
+                       "WHERE r.question != s.question").fetchone()[0]
+    sessions = db.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    # What each column showed: the method's own latency as stored, alone and under load (to
+    # set beside `hoptrace bench`'s p50 for the same method).
+    shown = {}
+    for m in methods:
+        alone = [r[0] for r in db.execute("SELECT latency_ms FROM runs WHERE method = ? AND created_at <= ?",
+                                          [m, solo_end])]
+        loaded = [r[0] for r in db.execute("SELECT latency_ms FROM runs WHERE method = ? AND created_at > ?",
+                                           [m, solo_end])]
+        shown[m] = {"alone_p50_ms": round(statistics.median(alone), 1) if alone else None,
+                    "under_load_p50_ms": round(statistics.median(loaded), 1) if loaded else None}
+    db.close()
+    return {
+        "methods": list(methods), "users": users, "minutes": minutes,
+        "solo_requests": solo, "solo_p50_ms": round(statistics.median(solo_s) * 1000, 1),
+        "solo_p95_ms": round(_percentile(solo_s, 95) * 1000, 1),
+        "load_requests": sent[0], "load_completed": len(lat), "load_errors": len(errors),
+        "error_examples": sorted(set(errors))[:3],
+        "load_p50_s": round(statistics.median(lat), 2) if lat else None,
+        "load_p95_s": round(_percentile(lat, 95), 2) if lat else None,
+        "requests_per_s": round(len(lat) / wall, 2) if wall else None,
+        "sessions_stored": sessions, "runs_stored": stored, "runs_expected": requests_total * len(methods),
+        "runs_with_another_sessions_question": mixed,
+        "method_latency_shown": shown,
+    }

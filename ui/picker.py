@@ -1,0 +1,51 @@
+"""The method picker's groups: by paper, the ablations folded under their method, each with the
+paper tables it reproduces and its expected time a question on this kind of machine."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from retrieval.methods import METHODS, root_method
+
+
+@dataclass(frozen=True)
+class Group:
+    title: str
+    tables: str
+    methods: tuple[str, ...]
+    ablations: tuple[str, ...] = ()
+
+
+GROUPS = (
+    Group("Baselines", "first-stage retrievers", ("bm25", "dense", "rrf_hybrid", "composed")),
+    Group("GRIEVER", "Tables 1, 3, 4", ("griever",),
+          ("griever_full_triples", "griever_no_shortlist", "griever_rrf_first")),
+    Group("GEAR", "Tables 2, 4", ("gear", "syncge", "naivege"), ("syncge_no_diversity", "gear_griever")),
+    Group("SAG", "Tables 4, 6, 7", ("sag",), ("sag_h0", "sag_no_rerank")),
+    Group("GRASP", "Table 2, A.1.7", ("grasp",), ("grasp_no_selection", "grasp_uniform")),
+)
+
+# p50 seconds a question on the demo KB, 2 CPU cores, measured with `hoptrace bench`
+# (LLM methods: embedded Qwen2.5-Coder-1.5B, local profile, LLM cache off; docs/profiles.md).
+EXPECTED_S = {
+    "bm25": 0.005, "dense": 0.02, "rrf_hybrid": 0.03, "composed": 0.03, "griever": 0.1,
+    "griever_full_triples": 0.1, "griever_no_shortlist": 0.1, "griever_rrf_first": 0.1, "naivege": 0.1,
+}
+
+
+def expected(name: str, llm: bool) -> str:
+    """'~0.1 s', '~25 s with the embedded LLM', or what happens without an LLM."""
+    uses_llm = getattr(METHODS.get(root_method(name)), "uses_llm", False)
+    if uses_llm and not llm:
+        return "needs an LLM" if root_method(name) != "gear" else "runs as NaiveGE without an LLM"
+    s = EXPECTED_S.get(name)
+    if s is None:
+        return "time not measured"
+    return f"~{s * 1000:.0f} ms" if s < 1 else f"~{s:.0f} s"
+
+
+def group_info(names: tuple[str, ...], llm: bool) -> str:
+    return " · ".join(f"{n} {expected(n, llm)}" for n in names)
+
+
+def all_grouped() -> list[str]:
+    return [m for g in GROUPS for m in (*g.methods, *g.ablations)]

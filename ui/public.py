@@ -1,0 +1,86 @@
+"""Public mode: what a deployment open to anyone (a Hugging Face Space) limits and keeps apart.
+
+Off for a local run, on in the Dockerfile (HOPTRACE_PUBLIC=1) or with `hoptrace serve --public`.
+Each visitor's browser holds a random id (gr.BrowserState); sessions are stored with it as
+owner, and the Traces tab and its export only ever read the caller's own sessions. A session
+link (`?session=ID`, 128 random bits) opens that one comparison read-only for whoever has it.
+The caps bound the work one request or one visitor can start; each refusal names its limit.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from retrieval.errors import InputError
+
+
+class LimitError(InputError):
+    """A request over one of public mode's caps; the message names the cap."""
+
+
+@dataclass
+class PublicLimits:
+    enabled: bool = False
+    max_upload_mb: int = 20
+    max_passages: int = 2000          # a rules build of 2,000 passages takes ~1 min on 2 cores
+    max_bench_questions: int = 20
+    max_llm_methods: int = 2          # LLM methods in one request (each holds the one model server)
+    llm_extraction: bool = False      # ~10–60 s a passage on the embedded model
+    requests_per_minute: int = 6      # asks, benchmarks and builds of one visitor
+    show_paths: bool = True           # server paths on the page (the trace DB's location)
+
+    @classmethod
+    def from_env(cls, public: bool | None = None) -> "PublicLimits":
+        on = public if public is not None else os.environ.get("HOPTRACE_PUBLIC", "") not in ("", "0", "false")
+        return cls(enabled=True, show_paths=False) if on else cls()
+
+    # --- the checks each handler makes -------------------------------------------------------
+    def check_methods(self, chosen: list[str], uses_llm) -> None:
+        llm = [m for m in chosen if uses_llm(m)]
+        if self.enabled and len(llm) > self.max_llm_methods:
+            raise LimitError(f"this public demo runs at most {self.max_llm_methods} LLM methods a request "
+                             f"(you picked {len(llm)}: {', '.join(llm)}); run the others in a second request")
+
+    def check_bench(self, n_questions: int) -> None:
+        if self.enabled and n_questions > self.max_bench_questions:
+            raise LimitError(f"this public demo benchmarks at most {self.max_bench_questions} questions a run "
+                             f"(asked for {n_questions}); run `hoptrace bench` locally for more")
+
+    def check_extractor(self, extractor: str) -> None:
+        if self.enabled and extractor == "llm" and not self.llm_extraction:
+            raise LimitError("LLM extraction is off on this public demo (10–60 s a passage on its CPU); "
+                             "pick rules or openie, or build locally with `hoptrace build --extractor llm`")
+
+    def passage_cap(self) -> int | None:
+        return self.max_passages if self.enabled else None
+
+    def upload_cap(self) -> str | None:
+        return f"{self.max_upload_mb}mb" if self.enabled else None
+
+
+@dataclass
+class RateLimiter:
+    """At most `per_minute` requests per visitor in any 60 s (a sliding window)."""
+    per_minute: int
+    _seen: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, visitor: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            q = self._seen[visitor]
+            while q and now - q[0] >= 60:
+                q.popleft()
+            if len(q) >= self.per_minute:
+                wait = 60 - (now - q[0])
+                raise LimitError(f"this public demo takes at most {self.per_minute} requests a minute from one "
+                                 f"visitor; try again in {wait:.0f} s")
+            q.append(now)
+
+
+def new_visitor_id() -> str:
+    return secrets.token_hex(16)

@@ -410,14 +410,23 @@ def cmd_record_showcase(args) -> int:
         raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
     ctx.warm()
     t0 = time.time()
+    failed: list[str] = []
 
     def done(i: int, n: int, method: str, run) -> None:
+        if run.status != "ok":
+            failed.append(f"{method}: {run.error}")
         print(f"[{i}/{n}] {method}: {run.status} · {run.latency_ms / 1000:.1f} s · tokens {run.tokens_in}/"
               f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
 
     out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done)
     print(f"wrote {out} ({len(questions)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
+    if failed:
+        # Written anyway, to be looked at, but not to be shipped as is: a visitor would see
+        # the errors as the method's behaviour.
+        print(f"hoptrace: error: {len(failed)} of the recorded runs ended in error, e.g. {failed[0][:200]}; "
+              "look at them before committing the recording", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -53,3 +53,17 @@ def test_kb_info(small_kb, capsys):
     assert main(["kb", "info", str(small_kb)]) == 0
     text = capsys.readouterr().out
     assert "extraction (passages per layer):" in text and "rules@1" in text and "passages 80" in text
+
+
+def test_serve_flags_reach_the_app(monkeypatch):
+    """`serve --llm none --profile paper --public` is what the app starts with (not only parsed)."""
+    import ui.app
+
+    seen = {}
+    monkeypatch.setattr(ui.app, "main", lambda **kw: seen.update(kw))
+    assert main(["serve", "--llm", "none", "--profile", "paper", "--public", "--port", "7999"]) == 0
+    assert seen["llm_settings"].backend == "none" and seen["profile"] == "paper"
+    assert seen["public"] is True and seen["port"] == 7999
+    seen.clear()
+    assert main(["serve", "--llm", "none"]) == 0
+    assert seen["public"] is None  # then HOPTRACE_PUBLIC decides (ui/public.py)

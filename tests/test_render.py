@@ -27,8 +27,9 @@ def test_graph_iframe_is_sandboxed_small_and_fetches_only_from_this_server():
     doc = html.unescape(out.split('srcdoc="', 1)[1])
     assert len(out) < 5_000  # data only: vis-network is not inlined into every update
     urls = re.findall(r"(?:src|href)='([^']+)'", doc)
-    assert urls and all(u.startswith("gradio_api/file=") for u in urls), urls  # no CDN, no absolute URL
-    assert all(u.split("=", 1)[1].startswith(render.static_paths()[0]) for u in urls)
+    # the app's own route, relative (no CDN, no host, no server path)
+    assert sorted(urls) == [f"hoptrace-static/{f}" for f in sorted(render.VIS_FILES)], urls
+    assert all(render.vis_file(f).exists() for f in render.VIS_FILES)
     assert "vis.Network" in doc
     # the untrusted labels stay data: no tag or script end inside the inline script
     script = doc.split("<div id='g'></div><script>", 1)[1].rsplit("</script>", 1)[0]

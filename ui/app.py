@@ -90,7 +90,6 @@ def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True) -> str:
 
 
 def build(state: AppState) -> gr.Blocks:
-    gr.set_static_paths(render.static_paths())  # vis-network for the graph iframes, from this server
     kbs = state.kb_names() or ["demo"]
     demo_kb = state.kb(kbs[0])
     examples = [q.text for q in demo_kb.questions[:40]]
@@ -471,11 +470,30 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
           server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 
 
-def serve(app: gr.Blocks, state: AppState, **launch: object) -> None:
+def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:
     """Queue and launch as every entry point must (the app, the tests, bench-app): the theme
     with system fonts (Gradio's default theme fetches Google Fonts: the page must make no
-    request outside this server), the upload cap of public mode."""
+    request outside this server), the upload cap of public mode, and the route that serves
+    vis-network to the graph iframes."""
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), **launch)
+        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True, **launch)
+    _add_vis_route(app.server_app)
+    if not prevent_thread_lock:
+        app.block_thread()
+
+
+def _add_vis_route(server) -> None:
+    """Added once the server exists (Starlette reads its routes per request): a fixed name, so
+    the page never shows where the file lives on the server."""
+    from fastapi import HTTPException
+    from fastapi.responses import FileResponse
+
+    def vis(name: str):
+        try:
+            return FileResponse(render.vis_file(name), headers={"Cache-Control": "public, max-age=86400"})
+        except FileNotFoundError:
+            raise HTTPException(404, "not found") from None
+
+    server.add_api_route(f"/{render.VIS_ROUTE}/{{name}}", vis, methods=["GET"], include_in_schema=False)

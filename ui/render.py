@@ -226,15 +226,18 @@ def error_html(message: str) -> str:
 
 
 # --- subgraphs ------------------------------------------------------------------------------
-def _vis_dir() -> Path:
-    """vis-network as pyvis ships it: served by the app itself (gr.set_static_paths), never a CDN."""
+# vis-network as pyvis ships it, served by the app itself at this route (ui/app.py `serve`):
+# no CDN, and no server path on the page.
+VIS_ROUTE = "hoptrace-static"
+VIS_FILES = ("vis-network.min.js", "vis-network.css")
+
+
+def vis_file(name: str) -> Path:
     import pyvis
 
-    return Path(pyvis.__file__).parent / "templates" / "lib" / "vis-9.1.2"
-
-
-def static_paths() -> list[str]:
-    return [str(_vis_dir())]
+    if name not in VIS_FILES:
+        raise FileNotFoundError(name)
+    return Path(pyvis.__file__).parent / "templates" / "lib" / "vis-9.1.2" / name
 
 
 def _script_json(value: Any) -> str:
@@ -272,9 +275,8 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
     nodes, edges, *_ = net.get_network_data()
     # Relative URLs: an about:srcdoc document resolves them against the page's own base, so
     # they are right behind any proxy or root path (Spaces included).
-    lib = f"gradio_api/file={_vis_dir()}"
     doc = ("<!doctype html><html><head><meta charset='utf-8'>"
-           f"<link rel='stylesheet' href='{esc(lib)}/vis-network.css'><script src='{esc(lib)}/vis-network.min.js'></script>"
+           f"<link rel='stylesheet' href='{VIS_ROUTE}/vis-network.css'><script src='{VIS_ROUTE}/vis-network.min.js'></script>"
            f"<style>html,body{{margin:0}}#g{{width:100%;height:{height - 20}px}}</style></head>"
            "<body><div id='g'></div><script>"
            f"new vis.Network(document.getElementById('g'), {{nodes: new vis.DataSet({_script_json(nodes)}), "

@@ -35,8 +35,13 @@ def _percentile(xs: list[float], q: float) -> float:
 
 def _start_app(traces: Path, app_dir: Path = REPO_ROOT) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    # A home of its own whose kbs/ is the real one: the load's traces stay out of the user's
+    # trace file, for this version and for an older checkout (--app-dir) alike.
+    from retrieval.paths import kb_dir
+
+    (traces.parent / "kbs").symlink_to(kb_dir().resolve(), target_is_directory=True)
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HOPTRACE_LLM="none",
-               HOPTRACE_TRACES=str(traces))
+               HOPTRACE_HOME=str(traces.parent), HOPTRACE_TRACES=str(traces))
     proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=env, cwd=app_dir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"

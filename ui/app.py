@@ -37,7 +37,7 @@ RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens
 def _columns(prog) -> str:
     return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
                                                 running=not prog.done and m not in prog.runs,
-                                                live=prog.live.get(m))
+                                                live=prog.live.get(m), cache=prog.html)
                              for m in prog.methods), prog.session_id)
 
 
@@ -115,7 +115,7 @@ def build(state: AppState) -> gr.Blocks:
             question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
             example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
             with gr.Row():
-                pickers = _method_pickers(state.llm is not None)
+                pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none")
                 k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
                 iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
                 with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
@@ -256,7 +256,8 @@ def build(state: AppState) -> gr.Blocks:
 
         graph_pick.change(pick_graph, [graph_pick, session_state], graph)
         # A click on a stage's graph link in a column picks that stage (render.STAGE_CLICK_JS).
-        stage_click.input(lambda choice: gr.update(value=choice), stage_click, graph_pick)
+        stage_click.change(lambda clicked: gr.update(value=clicked.split("\t")[0]) if clicked else gr.update(),
+                           stage_click, graph_pick)
         app.load(None, js=render.STAGE_CLICK_JS)
 
         def reopen(request: gr.Request):
@@ -421,7 +422,7 @@ def _backends_line(state: AppState, open_kb) -> str:
             f"{llm_methods} and the answer step{where}")
 
 
-def _method_pickers(llm: bool) -> list:
+def _method_pickers(llm: str) -> list:
     """One checkbox group per paper, its ablations folded beneath it; each group's info line gives
     the paper tables and the expected time of each method (ui/picker.py). Wrapped in #methods so
     every method's checkbox is found under one selector."""

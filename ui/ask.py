@@ -17,6 +17,11 @@ from retrieval.validate import check_question
 from .state import AppState
 
 MAX_METHODS = 8
+# Stages that finish closer together than this go out in one update. An LLM-free run's ~20
+# stages used to be ~20 updates, each re-sending every column's HTML (~100 KB): most of a
+# request's time, and the cause of the queue under load. An LLM stage takes seconds, so each
+# one still shows on its own.
+MIN_UPDATE_GAP_S = 0.2
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Progress:
     runs: dict[str, RunResult] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
     latest: Optional[tuple[str, Stage]] = None  # the last stage that arrived
+    html: dict = field(default_factory=dict)  # a finished stage's HTML, rendered once (render.column_html)
     live: dict[str, Stage] = field(default_factory=dict)  # each method's running stage, with its progress
     done: bool = False
 
@@ -92,10 +98,16 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
                          name=f"run-{'+'.join(group)}").start()
     remaining = set(methods)
     deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
+    pending, last_yield = False, 0.0  # an update not yet sent, and when the last one went
     while remaining:
+        wait = 1.0 if not pending else max(0.0, last_yield + MIN_UPDATE_GAP_S - time.time())
         try:
-            name, item = events.get(timeout=1.0)
+            name, item = events.get(timeout=wait)
         except queue.Empty:
+            if pending:
+                pending, last_yield = False, time.time()
+                yield prog
+                continue
             if time.time() < deadline:
                 if prog.live:  # a long LLM read sends no event for seconds: refresh its clock
                     yield prog
@@ -124,6 +136,9 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
                 prog.live.pop(name, None)
                 remaining.discard(name)
         if remaining:
-            yield prog
+            pending = True
+            if time.time() - last_yield >= MIN_UPDATE_GAP_S:
+                pending, last_yield = False, time.time()
+                yield prog
     prog.done = True
     yield prog

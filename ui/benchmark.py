@@ -21,8 +21,10 @@ from retrieval.paths import REPO_ROOT
 from retrieval.kb.presets import demo_path
 
 CHROMIUM = "/usr/bin/chromium"
+# Headless screenshots leave a sandboxed iframe that runs in its own process blank (its canvas
+# is drawn, measured by pixel count, but not composited into the shot): keep such frames in-process.
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+        "--disable-component-update", "--no-first-run", "--disable-features=IsolateSandboxedIframes"]
 
 
 def free_port() -> int:

@@ -1,0 +1,52 @@
+"""The Ask tab's stream: stages that finish together go out as one update, every stage arrives,
+and a finished stage is rendered once however many updates follow."""
+from __future__ import annotations
+
+import shutil
+
+import ui.ask as ask
+from retrieval.paths import kb_dir
+from ui import render
+from ui.public import PublicLimits
+from ui.state import AppState
+
+
+def _state(small_kb, tmp_path) -> AppState:
+    shutil.copyfile(small_kb, kb_dir() / "streamkb.sqlite")
+    from retrieval.llm.settings import LLMSettings
+
+    return AppState(trace_path=tmp_path / "traces.sqlite", llm_settings=LLMSettings.parse("none"),
+                    public=PublicLimits())
+
+
+def test_stages_closer_than_the_gap_go_out_together(small_kb, small_corpus, tmp_path, monkeypatch):
+    state = _state(small_kb, tmp_path)
+    question = small_corpus[1][0].text
+    monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 60.0)  # nothing is that far apart here
+    updates = list(ask.run_side_by_side(state, "streamkb", question, ["bm25", "griever"], 5))
+    final = updates[-1]
+    assert final.done and set(final.runs) == {"bm25", "griever"}
+    assert len(final.stages["griever"]) > 10
+    # the first batch goes out at once (the first stage shows right after the click), the
+    # rest wait for the gap or the end: 2 or 3 updates for ~20 stages, not one per stage
+    assert 2 <= len(updates) <= 3, len(updates)
+
+    monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 0.0)
+    each = list(ask.run_side_by_side(state, "streamkb", question, ["griever"], 5))
+    assert len(each) > 5  # with no gap, updates follow the stages
+
+
+def test_a_finished_stage_is_rendered_once(small_kb, small_corpus, tmp_path, monkeypatch):
+    state = _state(small_kb, tmp_path)
+    calls = []
+    real = render.stage_html
+    monkeypatch.setattr(render, "stage_html", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 0.0)
+    from ui.app import _columns
+
+    html = ""
+    for prog in ask.run_side_by_side(state, "streamkb", small_corpus[1][0].text, ["griever"], 5):
+        html = _columns(prog)
+    n = len(prog.stages["griever"])
+    assert len(calls) == n  # once each, though every update re-sends the column
+    assert html.count("class='ht-stage") >= n

@@ -24,26 +24,34 @@ GROUPS = (
     Group("GRASP", "Table 2, A.1.7", ("grasp",), ("grasp_no_selection", "grasp_uniform")),
 )
 
-# p50 seconds a question on the demo KB, 2 CPU cores, measured with `hoptrace bench`
-# (LLM methods: embedded Qwen2.5-Coder-1.5B, local profile, LLM cache off; docs/profiles.md).
-EXPECTED_S = {
-    "bm25": 0.005, "dense": 0.02, "rrf_hybrid": 0.03, "composed": 0.03, "griever": 0.1,
-    "griever_full_triples": 0.1, "griever_no_shortlist": 0.1, "griever_rrf_first": 0.1, "naivege": 0.1,
+# p50 seconds a question on the demo KB, 2 CPU cores. LLM-free methods: `hoptrace bench`.
+# LLM methods: the embedded Qwen2.5-Coder-1.5B, local profile, LLM cache off, from the recorded
+# showcase (`hoptrace record-showcase --questions 10`, 2026-11-22; docs/profiles.md).
+EXPECTED_S = {  # hoptrace bench --kb demo --ks 5, all 100 questions, 2026-11-23
+    "bm25": 0.001, "dense": 0.02, "rrf_hybrid": 0.021, "composed": 0.025, "griever": 0.071,
+    "griever_full_triples": 0.066, "griever_no_shortlist": 0.054, "griever_rrf_first": 0.064, "naivege": 0.023,
 }
+EXPECTED_EMBEDDED_S = {"gear": 53.0, "sag": 26.0, "grasp": 105.0}
 
 
-def expected(name: str, llm: bool) -> str:
-    """'~0.1 s', '~25 s with the embedded LLM', or what happens without an LLM."""
+def expected(name: str, llm: str) -> str:
+    """'~100 ms', '~26 s (embedded LLM)', or what happens with no LLM; llm is the backend
+    (none | local | openai), since an endpoint's speed is its own."""
     uses_llm = getattr(METHODS.get(root_method(name)), "uses_llm", False)
-    if uses_llm and not llm:
+    if not uses_llm:
+        s = EXPECTED_S.get(name)
+    elif llm == "none":
         return "needs an LLM" if root_method(name) != "gear" else "runs as NaiveGE without an LLM"
-    s = EXPECTED_S.get(name)
+    elif llm == "local":
+        s = EXPECTED_EMBEDDED_S.get(name)
+    else:
+        return "time set by the endpoint"
     if s is None:
         return "time not measured"
     return f"~{s * 1000:.0f} ms" if s < 1 else f"~{s:.0f} s"
 
 
-def group_info(names: tuple[str, ...], llm: bool) -> str:
+def group_info(names: tuple[str, ...], llm: str) -> str:
     return " · ".join(f"{n} {expected(n, llm)}" for n in names)
 
 

@@ -40,6 +40,9 @@ def _start_app(traces: Path, app_dir: Path = REPO_ROOT) -> tuple[subprocess.Pope
     from retrieval.paths import kb_dir
 
     (traces.parent / "kbs").symlink_to(kb_dir().resolve(), target_is_directory=True)
+    models = kb_dir().parent / "models"  # exported encoders: not re-exported under load
+    if models.is_dir():
+        (traces.parent / "models").symlink_to(models.resolve(), target_is_directory=True)
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HOPTRACE_LLM="none",
                HOPTRACE_HOME=str(traces.parent), HOPTRACE_TRACES=str(traces))
     proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=env, cwd=app_dir,
@@ -70,12 +73,17 @@ def _picked(methods: list[str]) -> list[list[str]]:
     return out
 
 
-def _ask(client, question: str, methods: list[str], k: int) -> float:
+def _ask(client, question: str, methods: list[str], k: int, visitor: str = "load") -> float:
     # An app from before the grouped picker (one Methods list: 6 inputs) is measured too, so a
-    # before/after compares the same load.
-    n = len(client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/ask"]["parameters"])
-    args = (["demo", question, methods, k, 2, False] if n == 6
-            else ["demo", question, k, 2, False, *_picked(methods)])
+    # before/after compares the same load. Later apps take the visitor id (browser state) too.
+    params = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/ask"]["parameters"]
+    names = [p.get("parameter_name") for p in params]
+    if len(params) == 6:
+        args = ["demo", question, methods, k, 2, False]
+    elif "who" in names:
+        args = ["demo", question, k, 2, False, visitor, *_picked(methods)]
+    else:
+        args = ["demo", question, k, 2, False, *_picked(methods)]
     t0 = time.perf_counter()
     client.predict(*args, api_name="/ask")
     return time.perf_counter() - t0
@@ -118,7 +126,7 @@ def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = 
                         return
                     sent[0] += 1
                 try:
-                    s = _ask(client, rng.choice(questions), list(methods), k)
+                    s = _ask(client, rng.choice(questions), list(methods), k, f"load-{seed}")
                     with lock:
                         lat.append(s)
                 except Exception as e:  # counted, not raised: the load goes on

@@ -6,7 +6,7 @@ import pytest
 from retrieval.methods.griever.clauses import split_relative_clauses
 from retrieval.methods.griever.matcher import Match
 from retrieval.methods.griever.rewrite import rewrite_query
-from retrieval.methods.griever.scoring import Path, extend_paths, partial_score, passage_scores, score_triple
+from retrieval.methods.griever.scoring import extend_paths, partial_score, passage_scores, score_triple
 from retrieval.records import Triple
 
 NAPOLEON = ("When did Napolean occupy the city where the mother of the woman who brought "

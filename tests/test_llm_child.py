@@ -25,7 +25,10 @@ PARENT = textwrap.dedent("""
     print(box["srv"].proc.pid, flush=True)
     if sys.argv[1] == "crash":
         import ctypes; ctypes.string_at(0)   # a segfault in native code
-    time.sleep(600)
+    # Short sleeps, as Gradio's launch() blocks: a signal the kernel hands to another thread
+    # (llama_cpp's native threads) sets Python's flag but does not wake one long sleep().
+    for _ in range(6000):
+        time.sleep(0.1)
 """)
 
 

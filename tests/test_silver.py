@@ -1,6 +1,5 @@
 """The silver-reference scorer on hand-made triples with stated numbers."""
 import numpy as np
-import pytest
 
 from retrieval.kb.extract.silver import match_triples, same_entity, score, embedding_similarity
 from retrieval.records import EntityLink, Extraction, Triple

@@ -104,3 +104,33 @@ def test_a_corpus_over_the_passage_cap_is_refused_before_anything_is_written(tmp
     with pytest.raises(InputError, match="the corpus has 5 passages; this server builds at most 3"):
         build_from_files(out, corpus, extractor="rules", max_passages=3, progress=False)
     assert not out.exists()
+
+
+def test_a_kb_a_visitor_builds_is_theirs_alone_in_public_mode(small_kb, small_corpus, tmp_path):
+    """Listed for its builder only; asking on it as someone else answers as if it did not exist."""
+    import shutil
+
+    from retrieval.llm.settings import LLMSettings
+    from retrieval.paths import kb_dir
+    from ui.ask import run_side_by_side
+    from ui.state import AppState
+
+    shutil.copyfile(small_kb, kb_dir() / "annskb.sqlite")
+    shutil.copyfile(small_kb, kb_dir() / "sharedkb.sqlite")      # built from the command line: no owner
+    ann, bob = "a" * 32, "b" * 32
+    public = AppState(trace_path=tmp_path / "traces.sqlite", llm_settings=LLMSettings.parse("none"),
+                      public=PublicLimits(enabled=True))
+    public.kb_owners.claim("annskb", ann)
+
+    assert "annskb" in public.kb_names(ann) and "sharedkb" in public.kb_names(ann)
+    assert "annskb" not in public.kb_names(bob) and "sharedkb" in public.kb_names(bob)
+    assert "annskb" not in public.kb_names()                     # the page before it knows the visitor
+    question = small_corpus[1][0].text
+    with pytest.raises(LimitError, match="no KB named 'annskb'"):
+        next(run_side_by_side(public, "annskb", question, ["bm25"], 5, owner=bob))
+    assert list(run_side_by_side(public, "annskb", question, ["bm25"], 5, owner=ann))[-1].done
+
+    local = AppState(trace_path=tmp_path / "local.sqlite", llm_settings=LLMSettings.parse("none"),
+                     public=PublicLimits())
+    assert "annskb" in local.kb_names()                          # a local app lists every KB
+    local.check_kb("annskb", bob)

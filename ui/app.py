@@ -288,7 +288,10 @@ def build(state: AppState) -> gr.Blocks:
             """A first visit gets its id (kept in the browser) before the Traces tab lists anything."""
             return who or new_visitor_id()
 
-        app.load(arrive, visitor, visitor).then(list_runs, [f_method, f_text, visitor], runs_table)
+        loaded = app.load(arrive, visitor, visitor)
+        loaded.then(list_runs, [f_method, f_text, visitor], runs_table)
+        # In public mode the KBs this visitor built join the list; other visitors' never do.
+        loaded.then(lambda who: gr.update(choices=state.kb_names(who)), visitor, kb)
         app.load(lambda name: _backends_line(state, state.kb(name)), kb, backends)
 
         def show(a, b):
@@ -335,6 +338,7 @@ def build(state: AppState) -> gr.Blocks:
             if not chosen:
                 raise gr.Error("pick at least one method")
             try:
+                state.check_kb(kb_name, who)
                 state.public.check_bench(int(limit or 1))
                 state.public.check_methods(list(chosen), uses_llm)
                 state.throttle(who)
@@ -362,6 +366,7 @@ def build(state: AppState) -> gr.Blocks:
                 state.public.check_bench(int(limit or 1))
                 if with_llm:
                     state.public.check_bench(int(llm_limit or 1))
+                state.check_kb(kb_name, who)
                 state.throttle(who)
             except HopTraceError as e:
                 raise gr.Error(str(e))
@@ -391,7 +396,7 @@ def build(state: AppState) -> gr.Blocks:
                 raise gr.Error("KB name: letters, digits, - and _ only")
             try:
                 state.public.check_extractor(extractor)
-                if state.public.enabled and name in state.kb_names():
+                if state.public.enabled and resolve_kb(name).exists():
                     # A visitor must not add passages to a KB others use (the demo included).
                     raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
                 state.throttle(who)
@@ -402,13 +407,15 @@ def build(state: AppState) -> gr.Blocks:
             except HopTraceError as e:
                 raise gr.Error(str(e))
             state.forget(name)
+            if state.public.enabled:
+                state.kb_owners.claim(name, who or "")
             d = report.as_dict()
             msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
                    f"{d['questions']} questions, {d['seconds']} s. Pick it under *Knowledge base*.")
             for run in report.llm:
                 msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens in / "
                         f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
-            return msg, gr.update(choices=state.kb_names(), value=name)
+            return msg, gr.update(choices=state.kb_names(who), value=name)
 
         up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
                      concurrency_limit=1, concurrency_id="index")

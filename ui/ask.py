@@ -63,6 +63,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     if len(methods) > MAX_METHODS:
         raise HopTraceError(f"at most {MAX_METHODS} methods at once")
     state.public.check_methods(methods, uses_llm)
+    state.check_kb(kb, owner)
     open_kb = state.kb(kb)
     gold = set(open_kb.gold_by_text.get(question, []))
     sid = state.traces.new_session(kb, question, owner=owner)

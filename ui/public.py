@@ -8,12 +8,14 @@ The caps bound the work one request or one visitor can start; each refusal names
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from retrieval.errors import InputError
 
@@ -84,3 +86,31 @@ class RateLimiter:
 
 def new_visitor_id() -> str:
     return secrets.token_hex(16)
+
+
+class KBOwners:
+    """Which visitor built which KB, so that in public mode a KB a visitor builds is listed for,
+    and opened by, that visitor alone. KBs with no owner (the bundled ones, anything built
+    from the command line) are everyone's. Kept as a small JSON file beside the KBs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, str]:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+
+    def claim(self, kb: str, visitor: str) -> None:
+        with self._lock:
+            owners = self._read()
+            owners[kb] = visitor
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(owners, indent=1))
+            tmp.replace(self.path)  # never a half-written file, whatever happens mid-write
+
+    def may_use(self, kb: str, visitor: str) -> bool:
+        owner = self._read().get(kb)
+        return owner is None or (bool(visitor) and owner == visitor)

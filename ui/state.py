@@ -16,7 +16,7 @@ from retrieval.records import Question
 from retrieval.store import open_store
 from traces.store import TraceStore
 
-from .public import PublicLimits, RateLimiter
+from .public import KBOwners, LimitError, PublicLimits, RateLimiter
 
 
 @dataclass
@@ -32,6 +32,7 @@ class AppState:
                  profile: str | None = None, public: PublicLimits | None = None):
         self.public = public or PublicLimits.from_env()
         self.rate = RateLimiter(self.public.requests_per_minute)
+        self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or os.environ.get("HOPTRACE_TRACES") or home() / "traces.sqlite")
         self._kbs: dict[str, OpenKB] = {}
@@ -71,11 +72,19 @@ class AppState:
         if self.public.enabled:
             self.rate.check(visitor or "anonymous")
 
-    def kb_names(self) -> list[str]:
+    def kb_names(self, visitor: str | None = None) -> list[str]:
+        """The KBs a visitor may pick: in public mode, not those other visitors built."""
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
+        if self.public.enabled:
+            names = [n for n in names if self.kb_owners.may_use(n, visitor or "")]
         # KBs served by Elasticsearch, listed by spec (README, "Elasticsearch")
         remote = [s.strip() for s in os.environ.get("HOPTRACE_ES_KBS", "").split(",") if s.strip()]
         return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"] + remote
+
+    def check_kb(self, name: str, visitor: str) -> None:
+        """In public mode, another visitor's KB answers as if it did not exist."""
+        if self.public.enabled and not self.kb_owners.may_use(name, visitor):
+            raise LimitError(f"no KB named {name!r} on this demo; pick one from the Knowledge base list")
 
     def kb(self, name: str) -> OpenKB:
         with self._lock:

@@ -170,3 +170,25 @@ def test_bench_reports_em_c_w_and_planner_hop_accuracy(ctx, small_store):
     row = res.per_question[0]
     assert row.weight == weight(0.25, 4) == 2.0
     assert m["C_w"] == round((row.tokens_in + row.tokens_out) / 2.0, 1)
+
+
+def test_single_pass_searches_with_the_question_and_votes_without_an_llm(ctx):
+    """Table 2's standard single-pass setting: no planner, every candidate traversed, k passages."""
+    run = make_method("grasp_single_pass", ctx).run(Q, k=5)   # ctx has no LLM
+    assert run.status == "ok", run.error
+    assert [s.name for s in run.stages] == ["single_pass", "sub1_search_1", "sub1_select_1", "sub1_vote_1", "ranking"]
+    st = {s.name: s for s in run.stages}
+    assert st["sub1_search_1"].payload["statement"] == Q
+    assert st["single_pass"].payload["propositions_in_this_kb"].startswith("sentences")
+    assert st["sub1_select_1"].payload["selected"] == [c["entity"] for c in st["sub1_search_1"].payload["candidates"]]
+    assert 1 <= len(run.ranked) <= 5 and run.tokens_in == 0
+    # the ranking is the vote order, best first
+    votes = {p["passage_id"]: p["votes"] for p in st["sub1_vote_1"].payload["passages"]}
+    assert [r.passage_id for r in run.ranked] == sorted(votes, key=lambda p: -votes[p])[:len(run.ranked)]
+
+
+def test_single_pass_uniform_weights_every_proposition_one(ctx):
+    run = make_method("grasp_single_pass_uniform", ctx).run(Q, k=5)
+    assert run.status == "ok", run.error
+    ranked = next(s for s in run.stages if s.name == "sub1_vote_1").payload["ranked_propositions"]
+    assert ranked and {p["w"] for p in ranked} == {1.0}

@@ -8,12 +8,13 @@ from . import profiles
 from .base import Context, Method
 from .baselines import BM25, Composed, Dense, RRFHybrid
 from .gear import Gear, NaiveGE, SyncGE
-from .grasp import Grasp
+from .grasp import Grasp, GraspSinglePass
 from .griever import Griever
 from .sag import Sag
 
 METHODS: dict[str, type[Method]] = {m.name: m for m in (BM25, Dense, RRFHybrid, Composed, Griever,
-                                                  NaiveGE, SyncGE, Gear, Sag, Grasp)}
+                                                  NaiveGE, SyncGE, Gear, Sag, Grasp,
+                                                  GraspSinglePass)}
 
 # Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -31,6 +32,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # GRASP A.1.7: no entity selection; uniform weighting instead of RankVote.
     "grasp_no_selection": ("grasp", {"entity_selection": False}),
     "grasp_uniform": ("grasp", {"vote": "uniform"}),
+    # GRASP Table 2, standard single-pass setting (no LLM): RankVote vs uniform weighting.
+    "grasp_single_pass_uniform": ("grasp_single_pass", {"vote": "uniform"}),
 }
 
 

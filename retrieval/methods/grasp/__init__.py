@@ -87,4 +87,6 @@ class Grasp(Method):
                            "evidence passages in the order returned, then the other RankVote passages")
 
 
-__all__ = ["Grasp", "GraspConfig"]
+from .single_pass import GraspSinglePass  # noqa: E402  (it reads VOTES and proposition_source)
+
+__all__ = ["Grasp", "GraspConfig", "GraspSinglePass"]

@@ -33,9 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--layers", default=None,
                    help="with --extractor llm: the layers the LLM makes (default triples,events,propositions); "
                         "the others come from the LLM-free extractors")
-    b.add_argument("--propositions", default="sentences", choices=["sentences", "openie"],
-                   help="with an OpenIE file and no LLM: GRASP propositions are the passages' sentences (rules) "
-                        "or the imported triples verbalised (atomic, entity-linked)")
+    b.add_argument("--propositions", default="auto", choices=["auto", "sentences", "openie"],
+                   help="LLM-free GRASP propositions: the passages' sentences (rules) or the imported OpenIE "
+                        "triples verbalised (atomic, entity-linked); auto (default): openie when there is an "
+                        "OpenIE file (the demo), else sentences")
     b.add_argument("--batch-size", type=int, default=None,
                    help="passages per propositions request (GRASP A.1.5 default 10)")
     b.add_argument("--estimate", action="store_true",
@@ -105,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--questions", type=int, default=12, help="how many (spread over 2-, 3- and 4-hop)")
     rs.add_argument("--methods", default="griever,gear,sag,grasp", help="comma-separated method names")
     rs.add_argument("--out", type=Path, default=None, help="default data/showcase/<kb>.json.gz")
+    rs.add_argument("--update", action="store_true",
+                    help="re-record only --methods into the existing recording (its questions, its model); "
+                         "keep the other methods' runs")
     _llm_args(rs)
 
     kb = sub.add_parser("kb", help="inspect a KB")
@@ -418,7 +422,7 @@ def cmd_record_showcase(args) -> int:
         print(f"[{i}/{n}] {method}: {run.status} · {run.latency_ms / 1000:.1f} s · tokens {run.tokens_in}/"
               f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
 
-    out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done)
+    out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done, update=args.update)
     print(f"wrote {out} ({len(questions)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
     if failed:

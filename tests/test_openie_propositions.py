@@ -36,9 +36,14 @@ def test_triples_only_by_default_and_a_bad_layer_is_named(tmp_path):
 
 def test_the_plan_uses_the_importer_for_propositions_only_when_asked(tmp_path):
     path = _openie(tmp_path)
-    default = ExtractionPlan("auto", path).extractors()
-    assert [sorted(x.layers) for x in default] == [["triples"], ["events", "propositions"]]
+    sentences = ExtractionPlan("auto", path, propositions="sentences").extractors()
+    assert [sorted(x.layers) for x in sentences] == [["triples"], ["events", "propositions"]]
     verbalised = ExtractionPlan("auto", path, propositions="openie").extractors()
     assert [sorted(x.layers) for x in verbalised] == [["propositions", "triples"], ["events"]]
+    # the default: verbalised triples when there is an OpenIE file (they measured better), else sentences
+    assert [sorted(x.layers) for x in ExtractionPlan("auto", path).extractors()] == [["propositions", "triples"],
+                                                                                     ["events"]]
+    assert [sorted(x.layers) for x in ExtractionPlan("auto", None).extractors()] == [
+        ["events", "propositions", "triples"]]
     with pytest.raises(ConfigError, match="needs an OpenIE file"):
         ExtractionPlan("auto", None, propositions="openie").check()

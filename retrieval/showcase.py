@@ -111,13 +111,42 @@ class Showcase:
         return next((r for r in self.items if label_or_question in (r.label, r.question)), None)
 
 
+def _read(path: Path) -> dict:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise HopTraceError(f"showcase {path}: not a readable recording ({e})") from e
+    if doc.get("format") != FORMAT:
+        raise HopTraceError(f"showcase {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
+    return doc
+
+
 def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequence[str] = DEFAULT_METHODS,
            k: int = 10, out: Optional[Path] = None,
-           on_run: Optional[Callable[[int, int, str, RunResult], None]] = None) -> Path:
-    """Run each method on each question and write the recording (atomically)."""
+           on_run: Optional[Callable[[int, int, str, RunResult], None]] = None, update: bool = False) -> Path:
+    """Run each method on each question and write the recording (atomically).
+
+    update=True re-records only `methods` into the existing recording, on its own questions,
+    and keeps every other method's runs: after a change to one method, only that method's
+    LLM time is spent again."""
     if ctx.llm is None:
         raise HopTraceError("recording the showcase needs an LLM (the LLM methods are what it shows)")
     out = out or path_for(kb)
+    old = None
+    if update:
+        if not out.exists():
+            raise HopTraceError(f"--update: there is no recording at {out} to update; record without --update")
+        old = _read(out)
+        if old["model"] != ctx.llm.describe():
+            raise HopTraceError(f"--update: {out} was recorded with {old['model']}, not {ctx.llm.describe()}; "
+                                "one recording holds one model, so record every method again")
+        by_text = {q.text: q for q in ctx.store.questions()}
+        missing = [it["question"] for it in old["items"] if it["question"] not in by_text]
+        if missing:
+            raise HopTraceError(f"--update: KB {kb} lacks {len(missing)} of the recording's questions, "
+                                f"e.g. {missing[0][:80]!r}")
+        questions = [by_text[it["question"]] for it in old["items"]]
     instances = {m: make_method(m, ctx) for m in methods}
     items = []
     total = len(questions) * len(methods)
@@ -130,9 +159,19 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
                 on_run(qi * len(methods) + len(runs), total, m, run)
         items.append({"question": q.text, "hops": q.hops, "gold": list(q.gold_passage_ids), "runs": runs})
     llm_methods = [m for m in methods if METHODS[root_method(m)].uses_llm]
-    doc = {"format": FORMAT, "kb": kb, "recorded_at": dt.date.today().isoformat(), "model": ctx.llm.describe(),
+    today = dt.date.today().isoformat()
+    doc = {"format": FORMAT, "kb": kb, "recorded_at": today, "model": ctx.llm.describe(),
            "profile": instances[llm_methods[0]].profile if llm_methods else "paper",
-           "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods}, "items": items}
+           "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods},
+           "recorded_on": {m: today for m in methods}, "items": items}
+    if old is not None:
+        kept = [m for m in old["methods"] if m not in methods]
+        for new_item, old_item in zip(items, old["items"]):
+            new_item["runs"] = {**{m: old_item["runs"][m] for m in kept}, **new_item["runs"]}
+        doc["methods"] = kept + list(methods)
+        doc["fingerprints"] = {**{m: old["fingerprints"][m] for m in kept}, **doc["fingerprints"]}
+        dates = old.get("recorded_on") or {m: old["recorded_at"] for m in old["methods"]}
+        doc["recorded_on"] = {**{m: dates[m] for m in kept}, **doc["recorded_on"]}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".partial")
     with gzip.open(tmp, "wt", encoding="utf-8") as f:
@@ -143,13 +182,7 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
 
 def load(path: Path) -> Showcase:
     """Read a recording; runs whose method's fingerprint changed since are marked stale."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise HopTraceError(f"showcase {path}: not a readable recording ({e})") from e
-    if doc.get("format") != FORMAT:
-        raise HopTraceError(f"showcase {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
+    doc = _read(path)
     now = {m: fingerprint(m) for m in doc["methods"] if root_method(m) in METHODS}
     stale = {m: ("recorded with other prompts or code than this version's" if now.get(m) != fp
                  else "") for m, fp in doc["fingerprints"].items()}
@@ -157,7 +190,9 @@ def load(path: Path) -> Showcase:
     items = [Recorded(it["question"], it.get("hops"), it["gold"],
                       {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale))
              for it in doc["items"]]
-    return Showcase(doc["kb"], doc["recorded_at"], doc["model"], doc["profile"], doc["methods"], items)
+    dates = sorted(set((doc.get("recorded_on") or {}).values())) or [doc["recorded_at"]]
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}"  # an --update kept older runs
+    return Showcase(doc["kb"], when, doc["model"], doc["profile"], doc["methods"], items)
 
 
 def load_for(kb: str) -> Optional[Showcase]:

@@ -67,3 +67,30 @@ def test_a_broken_or_foreign_file_gets_a_clear_error(tmp_path):
 def test_recording_needs_an_llm(ctx, tmp_path):
     with pytest.raises(HopTraceError, match="needs an LLM"):
         showcase.record(ctx, "small", ctx.store.questions()[:1], ["sag"], out=tmp_path / "x.json.gz")
+
+
+def test_update_re_records_one_method_and_keeps_the_others(ctx, tmp_path):
+    out, questions = _record(ctx, tmp_path)
+    before = showcase.load(out)
+    composed_before = [it.runs["composed"].to_dict() for it in before.items]
+    llm, backend = scripted_llm({"query entities": [ENTS] * 2, "rerank": [json.dumps({"selected": [2]})] * 2})
+    # questions are the recording's own, whatever is passed
+    showcase.record(dataclasses.replace(ctx, llm=llm), "small", [], ["sag"], k=5, out=out, update=True)
+    after = showcase.load(out)
+    assert [it.question for it in after.items] == [q.text for q in questions]
+    assert [it.runs["composed"].to_dict() for it in after.items] == composed_before   # kept as recorded
+    assert backend.purposes().count("rerank") == 2                                    # sag ran again
+    picked = [[s.payload for s in sc.items[0].runs["sag"].stages if s.name == "rerank"][0] for sc in (before, after)]
+    assert picked[0] != picked[1]                                                     # the new script's pick
+    assert sorted(after.methods) == ["composed", "sag"] and not after.items[0].stale
+
+
+def test_update_refuses_another_model_or_a_missing_recording(ctx, tmp_path, monkeypatch):
+    llm, _ = scripted_llm({})
+    with pytest.raises(HopTraceError, match="no recording"):
+        showcase.record(dataclasses.replace(ctx, llm=llm), "small", [], ["sag"], out=tmp_path / "none.json.gz",
+                        update=True)
+    out, _ = _record(ctx, tmp_path)
+    monkeypatch.setattr(type(llm), "describe", lambda self: "another model")
+    with pytest.raises(HopTraceError, match="one recording holds one model"):
+        showcase.record(dataclasses.replace(ctx, llm=llm), "small", [], ["sag"], out=out, update=True)

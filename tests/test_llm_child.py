@@ -16,7 +16,10 @@ pytestmark = pytest.mark.slow
 # A parent that starts the server from a short-lived thread (as the app does), prints the
 # child's pid, then waits to be ended.
 PARENT = textwrap.dedent("""
-    import os, sys, threading, time
+    import os, signal, sys, threading, time
+    # A shell starts background jobs with SIGINT ignored, and Python then keeps it ignored:
+    # act as a terminal-started app would, whoever runs the suite.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from retrieval.llm import LLMSettings
     from retrieval.llm.backends import EmbeddedLlamaCpp
     box = {}
@@ -25,9 +28,7 @@ PARENT = textwrap.dedent("""
     print(box["srv"].proc.pid, flush=True)
     if sys.argv[1] == "crash":
         import ctypes; ctypes.string_at(0)   # a segfault in native code
-    # Short sleeps, as Gradio's launch() blocks: a signal the kernel hands to another thread
-    # (llama_cpp's native threads) sets Python's flag but does not wake one long sleep().
-    for _ in range(6000):
+    for _ in range(6000):  # short sleeps, as Gradio's launch() blocks
         time.sleep(0.1)
 """)
 

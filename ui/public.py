@@ -111,6 +111,10 @@ class KBOwners:
             tmp.write_text(json.dumps(owners, indent=1))
             tmp.replace(self.path)  # never a half-written file, whatever happens mid-write
 
+    def usable(self, kbs: list[str], visitor: str) -> list[str]:
+        """The KBs of `kbs` this visitor may use (the owners file is read once)."""
+        owners = self._read()
+        return [kb for kb in kbs if owners.get(kb) is None or (bool(visitor) and owners[kb] == visitor)]
+
     def may_use(self, kb: str, visitor: str) -> bool:
-        owner = self._read().get(kb)
-        return owner is None or (bool(visitor) and owner == visitor)
+        return bool(self.usable([kb], visitor))

@@ -76,7 +76,7 @@ class AppState:
         """The KBs a visitor may pick: in public mode, not those other visitors built."""
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
         if self.public.enabled:
-            names = [n for n in names if self.kb_owners.may_use(n, visitor or "")]
+            names = self.kb_owners.usable(names, visitor or "")
         # KBs served by Elasticsearch, listed by spec (README, "Elasticsearch")
         remote = [s.strip() for s in os.environ.get("HOPTRACE_ES_KBS", "").split(",") if s.strip()]
         return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"] + remote

@@ -21,6 +21,11 @@ from .prompts import statement_keywords
 VOTES = ("rankvote", "uniform")
 
 
+def check_vote(cfg: GraspConfig) -> None:
+    if cfg.vote not in VOTES:
+        raise ConfigError(f"grasp vote must be one of {VOTES}, got {cfg.vote!r}")
+
+
 def proposition_source(ctx) -> str:
     """What the KB's propositions are (GRASP Table 2 compares sentences with propositions)."""
     tags = sorted({e["extractor"] for e in ctx.store.info().extraction
@@ -45,8 +50,7 @@ class Grasp(Method):
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg, ctx = self.config, self.ctx
-        if cfg.vote not in VOTES:
-            raise ConfigError(f"grasp vote must be one of {VOTES}, got {cfg.vote!r}")
+        check_vote(cfg)
         if ctx.llm is None:
             with tracer.stage("needs_llm", "GRASP needs an LLM") as st:
                 st.status = "skipped"
@@ -87,6 +91,6 @@ class Grasp(Method):
                            "evidence passages in the order returned, then the other RankVote passages")
 
 
-from .single_pass import GraspSinglePass  # noqa: E402  (it reads VOTES and proposition_source)
+from .single_pass import GraspSinglePass  # noqa: E402  (it reads check_vote and proposition_source)
 
 __all__ = ["Grasp", "GraspConfig", "GraspSinglePass"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import ConfigError
 from ...store.base import Hit
 from ...trace import RankedPassage, Tracer
 from ..base import Method, final_stage, ranked_from_hits
@@ -25,9 +24,8 @@ class GraspSinglePass(Method):
     uses_llm = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
-        from . import VOTES, proposition_source  # lazily: the package imports this module
-        if self.config.vote not in VOTES:
-            raise ConfigError(f"grasp vote must be one of {VOTES}, got {self.config.vote!r}")
+        from . import check_vote, proposition_source  # lazily: the package imports this module
+        check_vote(self.config)
         # No agent: no selection (step ❷), and one traversal returns all k passages.
         cfg = replace(self.config, entity_selection=False, d=k)
         with tracer.stage("single_pass", "Single pass: the question itself is the search statement") as st:

@@ -11,7 +11,7 @@ import importlib
 import os
 import threading
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -101,6 +101,7 @@ class QueryEncoding:
     vector: np.ndarray          # (dim,), unit length
     token_vectors: np.ndarray   # (n_tokens, dim), special tokens removed
     token_spans: list[tuple[int, int]]  # character span of each token in `text`
+    shared: bool = False        # reused from another method of the same request (SharedQueries)
 
 
 class Embedder:
@@ -165,18 +166,48 @@ class Embedder:
         Calls the model directly rather than `encode`: one tokenisation serves both the
         forward pass and the offsets, which saves a few of the ~12 ms a query costs.
         """
-        import torch
-
+        onnx = self._onnx_encoder()
         enc = self.model.tokenizer(text, return_offsets_mapping=True, truncation=True,
-                                   max_length=self.model.max_seq_length, return_tensors="pt")
+                                   max_length=self.model.max_seq_length, return_tensors="np" if onnx else "pt")
         offsets = enc.pop("offset_mapping")[0].tolist()
-        with self._lock, torch.inference_mode():
-            out = self.model.forward(dict(enc))
-        vector = out["sentence_embedding"][0].numpy().astype(np.float32)
+        if onnx is not None:
+            tokens = onnx.hidden(enc).astype(np.float32)
+            vector = tokens.mean(axis=0)  # the model's mean pooling: one unpadded text, every token
+        else:
+            import torch
+
+            with self._lock, torch.inference_mode():
+                out = self.model.forward(dict(enc))
+            vector = out["sentence_embedding"][0].numpy().astype(np.float32)
+            tokens = out["token_embeddings"][0].numpy().astype(np.float32)
         vector /= np.linalg.norm(vector) or 1.0
-        tokens = out["token_embeddings"][0].numpy().astype(np.float32)
         keep = [i for i, (a, b) in enumerate(offsets) if b > a]  # drop [CLS], [SEP] and padding
         return QueryEncoding(text, vector, tokens[keep], [tuple(offsets[i]) for i in keep])
+
+
+class SharedQueries:
+    """One request's view of an Embedder: a query text is encoded once for all the methods
+    the request runs side by side (dense, composed and GRIEVER all encode the question). The
+    app makes one per request; nothing outlives it, so a later visitor's question is encoded
+    afresh. Everything else is the wrapped Embedder's."""
+
+    def __init__(self, inner: Embedder):
+        self._inner = inner
+        self._memo: dict[str, QueryEncoding] = {}
+        self._memo_lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def encode_query(self, text: str) -> QueryEncoding:
+        with self._memo_lock:
+            hit = self._memo.get(text)
+        if hit is not None:
+            return replace(hit, shared=True)
+        enc = self._inner.encode_query(text)
+        with self._memo_lock:
+            self._memo.setdefault(text, enc)
+        return enc
 
 
 _cache: dict[str, Embedder] = {}

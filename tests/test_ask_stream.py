@@ -50,3 +50,22 @@ def test_a_finished_stage_is_rendered_once(small_kb, small_corpus, tmp_path, mon
     n = len(prog.stages["griever"])
     assert len(calls) == n  # once each, though every update re-sends the column
     assert html.count("class='ht-stage") >= n
+
+
+def test_methods_of_one_request_share_the_question_encoding(small_kb, small_corpus, tmp_path):
+    state = _state(small_kb, tmp_path)
+    *_, final = ask.run_side_by_side(state, "streamkb", small_corpus[1][0].text, ["dense", "composed", "griever"], 5)
+    encodes = {m: next(s for s in final.runs[m].stages if s.name == "encode") for m in final.methods}
+    shared = [m for m, s in encodes.items() if "shared" in s.payload]
+    # the three run one after another in one lane: the first encodes, the other two reuse it
+    assert len(shared) == 2, {m: s.payload for m, s in encodes.items()}
+    assert all(final.runs[m].status == "ok" for m in final.methods)
+
+
+def test_the_update_gap_grows_with_the_requests_in_flight(monkeypatch):
+    monkeypatch.setattr(ask, "_in_flight", [1])
+    assert ask.update_gap() == ask.MIN_UPDATE_GAP_S
+    monkeypatch.setattr(ask, "_in_flight", [4])
+    assert ask.update_gap() == 4 * ask.MIN_UPDATE_GAP_S
+    monkeypatch.setattr(ask, "_in_flight", [100])
+    assert ask.update_gap() == ask.MAX_UPDATE_GAP_S

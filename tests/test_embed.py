@@ -18,3 +18,36 @@ def test_query_encoding_is_deterministic_and_matches_batch_encoding(embedder):
 
 def test_embedders_are_shared_per_model():
     assert get_embedder() is get_embedder("all-MiniLM-L6-v2")
+
+
+def test_query_encoding_through_onnx_equals_torch(embedder, monkeypatch):
+    """Queries go through ONNX Runtime when it loads (one GIL hand-off, not one per op); the
+    vectors GRIEVER and dense read must not move."""
+    from retrieval.embed import Embedder
+
+    embedder.encode(["load the ONNX encoder"])
+    assert embedder._onnx_encoder() is not None, "onnxruntime is a dependency: the ONNX path must load here"
+    fast = embedder.encode_query(Q)
+    monkeypatch.setenv("HOPTRACE_ONNX", "0")
+    torch_only = Embedder(embedder.name)
+    slow = torch_only.encode_query(Q)
+    assert torch_only._onnx is None
+    assert fast.token_spans == slow.token_spans
+    assert np.abs(fast.vector - slow.vector).max() < 1e-5
+    assert np.abs(fast.token_vectors - slow.token_vectors).max() < 1e-4
+
+
+def test_shared_queries_encode_a_text_once_per_request(embedder, monkeypatch):
+    from retrieval.embed import SharedQueries
+
+    calls = []
+    real = embedder.encode_query
+    monkeypatch.setattr(embedder, "encode_query", lambda text: calls.append(text) or real(text))
+    request = SharedQueries(embedder)
+    first, second = request.encode_query(Q), request.encode_query(Q)
+    assert calls == [Q]
+    assert not first.shared and second.shared
+    assert np.array_equal(first.vector, second.vector)
+    assert request.dim == embedder.dim  # everything else is the wrapped embedder's
+    SharedQueries(embedder).encode_query(Q)  # the next request encodes afresh
+    assert calls == [Q, Q]

@@ -6,9 +6,10 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
+from retrieval.embed import SharedQueries
 from retrieval.errors import HopTraceError
 from retrieval.methods import METHODS, make_method, root_method
 from retrieval.trace import RunResult, Stage
@@ -22,6 +23,20 @@ MAX_METHODS = 8
 # request's time, and the cause of the queue under load. An LLM stage takes seconds, so each
 # one still shows on its own.
 MIN_UPDATE_GAP_S = 0.2
+# Under load a request's stages spread out (they wait for a CPU lane) and a fixed gap gave
+# 7-10 updates a request, each one re-sent through Gradio whole: the gap grows with the
+# requests in flight, up to MAX_UPDATE_GAP_S, so the server does no more update work under
+# load than alone. A visitor still sees a column move at least every MAX_UPDATE_GAP_S.
+MAX_UPDATE_GAP_S = 2.0
+_in_flight = [0]
+_in_flight_lock = threading.Lock()
+
+
+def update_gap() -> float:
+    """The least time between two updates of one request, for the load right now."""
+    with _in_flight_lock:
+        n = _in_flight[0]
+    return max(MIN_UPDATE_GAP_S, min(MAX_UPDATE_GAP_S, MIN_UPDATE_GAP_S * n))
 
 
 @dataclass
@@ -65,6 +80,9 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     state.public.check_methods(methods, uses_llm)
     state.check_kb(kb, owner)
     open_kb = state.kb(kb)
+    # Methods of one request share the question's encoding (issue 17 item 9: three encodes of
+    # one question were a tenth of the app's CPU under load); the encode stage says so.
+    ctx = replace(open_kb.ctx, embedder=SharedQueries(open_kb.ctx.embedder))
     gold = set(open_kb.gold_by_text.get(question, []))
     sid = state.traces.new_session(kb, question, owner=owner)
     prog = Progress(sid, list(methods), gold, {m: [] for m in methods})
@@ -73,7 +91,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     def work(name: str) -> None:
         try:
             settings = griever_settings if name.startswith("griever") else {}
-            method = make_method(name, open_kb.ctx, **(settings or {}))
+            method = make_method(name, ctx, **(settings or {}))
             with CPU_LANES if not uses_llm(name) else contextlib.nullcontext():
                 run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer,
                                  on_progress=lambda st: events.put((name, _Live(st))))
@@ -97,49 +115,56 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     for group in ([fast] if fast else []) + [[m] for m in methods if m not in fast]:
         threading.Thread(target=lambda g=group: [work(n) for n in g], daemon=True,
                          name=f"run-{'+'.join(group)}").start()
-    remaining = set(methods)
-    deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
-    pending, last_yield = False, 0.0  # an update not yet sent, and when the last one went
-    while remaining:
-        wait = 1.0 if not pending else max(0.0, last_yield + MIN_UPDATE_GAP_S - time.time())
-        try:
-            name, item = events.get(timeout=wait)
-        except queue.Empty:
-            if pending:
-                pending, last_yield = False, time.time()
-                yield prog
-                continue
-            if time.time() < deadline:
-                if prog.live:  # a long LLM read sends no event for seconds: refresh its clock
-                    yield prog
-                continue
-            for name in remaining:
-                prog.runs[name] = RunResult(name, question, status="error", error="timed out after 900 s")
-            break
-        batch = [(name, item)]
-        while True:  # stages that finished together go out in one update
+    with _in_flight_lock:
+        _in_flight[0] += 1
+    try:
+        remaining = set(methods)
+        deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
+        pending, last_yield = False, 0.0  # an update not yet sent, and when the last one went
+        gap = update_gap()
+        while remaining:
+            wait = 1.0 if not pending else max(0.0, last_yield + gap - time.time())
             try:
-                batch.append(events.get_nowait())
+                name, item = events.get(timeout=wait)
             except queue.Empty:
+                if pending:
+                    pending, last_yield = False, time.time()
+                    yield prog
+                    continue
+                if time.time() < deadline:
+                    if prog.live:  # a long LLM read sends no event for seconds: refresh its clock
+                        yield prog
+                    continue
+                for name in remaining:
+                    prog.runs[name] = RunResult(name, question, status="error", error="timed out after 900 s")
                 break
-        for name, item in batch:
-            if isinstance(item, _Live):
-                prog.live[name] = item.stage
-            elif isinstance(item, Stage):
-                prog.stages[name].append(item)
-                prog.live.pop(name, None)
-                prog.latest = (name, item)
-            else:
-                run, rid = item
-                prog.runs[name] = run
-                prog.run_ids[name] = rid
-                prog.stages[name] = run.stages or prog.stages[name]
-                prog.live.pop(name, None)
-                remaining.discard(name)
-        if remaining:
-            pending = True
-            if time.time() - last_yield >= MIN_UPDATE_GAP_S:
-                pending, last_yield = False, time.time()
-                yield prog
+            batch = [(name, item)]
+            while True:  # stages that finished together go out in one update
+                try:
+                    batch.append(events.get_nowait())
+                except queue.Empty:
+                    break
+            for name, item in batch:
+                if isinstance(item, _Live):
+                    prog.live[name] = item.stage
+                elif isinstance(item, Stage):
+                    prog.stages[name].append(item)
+                    prog.live.pop(name, None)
+                    prog.latest = (name, item)
+                else:
+                    run, rid = item
+                    prog.runs[name] = run
+                    prog.run_ids[name] = rid
+                    prog.stages[name] = run.stages or prog.stages[name]
+                    prog.live.pop(name, None)
+                    remaining.discard(name)
+            if remaining:
+                pending, gap = True, update_gap()
+                if time.time() - last_yield >= gap:
+                    pending, last_yield = False, time.time()
+                    yield prog
+    finally:
+        with _in_flight_lock:
+            _in_flight[0] -= 1
     prog.done = True
     yield prog

@@ -30,6 +30,8 @@ def stage_encode(ctx: Context, tracer: Tracer, query: str):
     with tracer.stage("encode", "Encode query") as st:
         enc = ctx.embedder.encode_query(query)
         st.payload = {"model": ctx.embedder.name, "dim": int(enc.vector.shape[0]), "tokens": len(enc.token_spans)}
+        if enc.shared:
+            st.payload["shared"] = "encoded once for this request by another method, reused here"
     return enc
 
 

@@ -59,6 +59,8 @@ class Griever(Method):
                     enc = self.ctx.embedder.encode_query(q)
                     st.payload = {"model": self.ctx.embedder.name, "query": q, "tokens": len(enc.token_spans),
                                   "concurrent": "BM25 ran alongside on another thread"}
+                    if enc.shared:
+                        st.payload["shared"] = "encoded once for this request by another method, reused here"
             # --- §4.2.1 / §4.2.2: passages ---------------------------------------------
             if flt is None:
                 R_i = self._first_retrieval(tracer, q, enc, k, i, subs, [f.result() for f in sparse])

@@ -138,6 +138,9 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
         if not out.exists():
             raise HopTraceError(f"--update: there is no recording at {out} to update; record without --update")
         old = _read(out)
+        # Started first: a model not yet started describes itself by its settings alone
+        # ("… qwen2.5-coder-1.5b"), a started one with its file, which is what was recorded.
+        ctx.llm.start()
         if old["model"] != ctx.llm.describe():
             raise HopTraceError(f"--update: {out} was recorded with {old['model']}, not {ctx.llm.describe()}; "
                                 "one recording holds one model, so record every method again")

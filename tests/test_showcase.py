@@ -94,3 +94,18 @@ def test_update_refuses_another_model_or_a_missing_recording(ctx, tmp_path, monk
     monkeypatch.setattr(type(llm), "describe", lambda self: "another model")
     with pytest.raises(HopTraceError, match="one recording holds one model"):
         showcase.record(dataclasses.replace(ctx, llm=llm), "small", [], ["sag"], out=out, update=True)
+
+
+def test_update_compares_the_started_models_description(ctx, tmp_path, monkeypatch):
+    """The embedded model describes itself with its file only once started; --update starts it
+    before comparing, or every update of a real recording was refused as 'another model'."""
+    from retrieval.llm import client as llm_client
+    from retrieval.llm.client import LLM
+
+    out, _ = _record(ctx, tmp_path)
+    recorded, backend = scripted_llm({"query entities": [ENTS] * 2, "rerank": [json.dumps({"selected": [1]})] * 2})
+    monkeypatch.setattr(llm_client, "make_backend", lambda settings: backend)
+    lazy = LLM(dataclasses.replace(recorded.settings, model="settings-only name"))  # no backend yet
+    assert lazy.describe() != recorded.describe()
+    showcase.record(dataclasses.replace(ctx, llm=lazy), "small", [], ["sag"], k=5, out=out, update=True)
+    assert backend.purposes().count("rerank") == 2

@@ -192,3 +192,36 @@ def test_single_pass_uniform_weights_every_proposition_one(ctx):
     assert run.status == "ok", run.error
     ranked = next(s for s in run.stages if s.name == "sub1_vote_1").payload["ranked_propositions"]
     assert ranked and {p["w"] for p in ranked} == {1.0}
+
+
+def test_evaluate_schema_caps_every_free_text_field():
+    # An uncapped observation once ran the evaluate reply past its token limit mid-string.
+    from retrieval.methods.grasp.prompts import evaluate_schema
+    props = evaluate_schema(3)["properties"]
+    assert props["observations"]["maxItems"] == 3
+    for name in ("answer", "next_statement"):
+        assert props[name]["maxLength"] > 0, name
+    for name in ("observations", "next_keywords"):
+        assert props[name]["items"]["maxLength"] > 0, name
+
+
+def test_evaluate_token_limit_holds_a_reply_with_every_field_at_its_cap():
+    """The limit the agent sends fits the longest reply the grammar allows, counted with the
+    embedded model's own tokenizer on ordinary English filler."""
+    pytest.importorskip("llama_cpp")
+    from retrieval.llm.errors import LLMUnavailable
+    from retrieval.llm.models import gguf_token_counter, model_file
+    from retrieval.methods.grasp.prompts import evaluate_max_tokens, evaluate_schema
+    try:
+        count = gguf_token_counter(model_file())
+    except LLMUnavailable as e:
+        pytest.skip(str(e))
+    props = evaluate_schema(4)["properties"]
+    filler = "the river town of Ostrava was founded in 1267 by a bishop, "
+
+    def text(n):
+        return (filler * (n // len(filler) + 1))[:n]
+    reply = {"observations": [text(props["observations"]["items"]["maxLength"])] * 4, "action": "QUERY_AGAIN",
+             "answer": text(props["answer"]["maxLength"]), "next_statement": text(props["next_statement"]["maxLength"]),
+             "next_keywords": [text(props["next_keywords"]["items"]["maxLength"])] * props["next_keywords"]["maxItems"]}
+    assert count(json.dumps(reply)) <= evaluate_max_tokens(4)

@@ -12,7 +12,7 @@ from ...trace import Tracer
 from ..base import Context
 from .config import GraspConfig
 from .plan import parse_plan, placeholders, resolve
-from .prompts import (ANSWER_SCHEMA, PLAN_SCHEMA, evaluate_schema, REWRITE_SCHEMA, SELECT_SCHEMA, evaluate_messages,
+from .prompts import (ANSWER_SCHEMA, PLAN_SCHEMA, evaluate_schema, evaluate_max_tokens, REWRITE_SCHEMA, SELECT_SCHEMA, evaluate_messages,
                       parse_answer, parse_evaluation, parse_rewrite, parse_selection, plan_messages, rewrite_messages,
                       select_messages, synthesis_messages)
 from .scoring import entity_scores, rank_vote, sigma
@@ -178,7 +178,8 @@ def stage_evaluate(ctx: Context, tracer: Tracer, question: str, sub_q: str, hist
         cut = [(p.title, " ".join(p.text.split()[: cfg.evidence_max_words])) for p in passages]
         out = ctx.llm.json(st, "evaluate", evaluate_messages(question, sub_q, history, state.observations, cut,
                                                              it < cfg.max_iterations),
-                           evaluate_schema(cfg.max_observations), parse_evaluation, max_tokens=250)
+                           evaluate_schema(cfg.max_observations), parse_evaluation,
+                           max_tokens=evaluate_max_tokens(cfg.max_observations))
         state.observations.extend(out["observations"])
         st.payload = {**out, "observation_state": list(state.observations)}
     return out

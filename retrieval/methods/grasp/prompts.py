@@ -15,11 +15,18 @@ REWRITE_SCHEMA = {"type": "object", "properties": {
     "required": ["statement", "keywords"]}
 SELECT_SCHEMA = {"type": "object", "properties": {
     "selected": {"type": "array", "items": {"type": "integer"}, "maxItems": 5}}, "required": ["selected"]}
+# The grammar caps every free-text field: an uncapped observation once ran the reply past its
+# token limit mid-string (a failed round and ~60 s lost). An observation is one fact, an answer a
+# name or a date, a statement one sentence, so the caps cut only rambling.
+OBSERVATION_MAX_CHARS, ANSWER_MAX_CHARS, STATEMENT_MAX_CHARS, KEYWORD_MAX_CHARS = 120, 80, 160, 40
 EVALUATE_SCHEMA = {"type": "object", "properties": {
-    "observations": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+    "observations": {"type": "array", "items": {"type": "string", "maxLength": OBSERVATION_MAX_CHARS},
+                     "maxItems": 4},
     "action": {"type": "string", "enum": ["DONE", "QUERY_AGAIN"]},
-    "answer": {"type": "string"}, "next_statement": {"type": "string"},
-    "next_keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 8}},
+    "answer": {"type": "string", "maxLength": ANSWER_MAX_CHARS},
+    "next_statement": {"type": "string", "maxLength": STATEMENT_MAX_CHARS},
+    "next_keywords": {"type": "array", "items": {"type": "string", "maxLength": KEYWORD_MAX_CHARS},
+                      "maxItems": 8}},
     "required": ["observations", "action", "answer", "next_statement", "next_keywords"]}
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
@@ -104,6 +111,14 @@ def evaluate_schema(max_observations: int) -> dict:
     obs = EVALUATE_SCHEMA["properties"]["observations"]
     return {**EVALUATE_SCHEMA, "properties": {**EVALUATE_SCHEMA["properties"],
                                               "observations": {**obs, "maxItems": max(1, max_observations)}}}
+
+
+def evaluate_max_tokens(max_observations: int) -> int:
+    """A token limit the capped reply cannot reach: every field at its cap, ~3 characters a token
+    (English runs at ~4), plus the JSON keys and punctuation."""
+    chars = (max(1, max_observations) * OBSERVATION_MAX_CHARS + ANSWER_MAX_CHARS + STATEMENT_MAX_CHARS
+             + EVALUATE_SCHEMA["properties"]["next_keywords"]["maxItems"] * KEYWORD_MAX_CHARS)
+    return chars // 3 + 60
 
 
 def synthesis_messages(question: str, history: Sequence[tuple[str, str]]) -> list[dict]:

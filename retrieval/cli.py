@@ -403,7 +403,7 @@ def cmd_silver(args) -> int:
 
 
 def cmd_record_showcase(args) -> int:
-    from .showcase import choose_questions, record
+    from .showcase import choose_questions, load, record
 
     if args.questions < 1:
         raise ConfigError(f"--questions must be at least 1, got {args.questions}")
@@ -423,7 +423,8 @@ def cmd_record_showcase(args) -> int:
               f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
 
     out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done, update=args.update)
-    print(f"wrote {out} ({len(questions)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
+    n_questions = len(load(out).items)  # --update keeps the recording's own questions, not the chosen ones
+    print(f"wrote {out} ({n_questions} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
     if failed:
         # Written anyway, to be looked at, but not to be shipped as is: a visitor would see

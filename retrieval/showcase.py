@@ -175,6 +175,8 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
         doc["fingerprints"] = {**{m: old["fingerprints"][m] for m in kept}, **doc["fingerprints"]}
         dates = old.get("recorded_on") or {m: old["recorded_at"] for m in old["methods"]}
         doc["recorded_on"] = {**{m: dates[m] for m in kept}, **doc["recorded_on"]}
+        if not llm_methods:  # an LLM-free method re-recorded says nothing about the LLM methods' profile
+            doc["profile"] = old["profile"]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".partial")
     with gzip.open(tmp, "wt", encoding="utf-8") as f:

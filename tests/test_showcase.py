@@ -109,3 +109,13 @@ def test_update_compares_the_started_models_description(ctx, tmp_path, monkeypat
     assert lazy.describe() != recorded.describe()
     showcase.record(dataclasses.replace(ctx, llm=lazy), "small", [], ["sag"], k=5, out=out, update=True)
     assert backend.purposes().count("rerank") == 2
+
+
+def test_updating_an_llm_free_method_keeps_the_recordings_profile(ctx, tmp_path):
+    questions = showcase.choose_questions(ctx.store.questions(), 1)
+    llm, _ = scripted_llm({"query entities": [ENTS], "rerank": [json.dumps({"selected": [1]})]})
+    local = dataclasses.replace(ctx, llm=llm, profile="local")
+    out = showcase.record(local, "small", questions, ["composed", "sag"], k=5, out=tmp_path / "p.json.gz")
+    assert showcase.load(out).profile == "local"
+    showcase.record(local, "small", [], ["composed"], k=5, out=out, update=True)
+    assert showcase.load(out).profile == "local"     # composed has no profile of its own to impose

@@ -21,6 +21,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "griever_full_triples": ("griever", {"shortlist_index": "triples"}),
     "griever_no_shortlist": ("griever", {"shortlist": False}),
     "griever_rrf_first": ("griever", {"first_retriever": "rrf_hybrid"}),
+    # GRIEVER ranked by its §4.4 passage score alone (the paper's final ranking; ours adds the cosine)
+    "griever_path_ranking": ("griever", {"final_ranking": "paths"}),
     # GEAR Table 4: beam search without the diversity weight.
     "syncge_no_diversity": ("syncge", {"diversity": False}),
     # GRIEVER Table 4: GEAR with GRIEVER as its base retriever, called with k = 5 (its footnote).

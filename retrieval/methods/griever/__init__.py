@@ -17,7 +17,8 @@ from .config import GrieverConfig
 from .matcher import match, query_ngrams, span_vector
 from .retrieve import Retrieved, combine, composed, rrf_hybrid
 from .rewrite import rewrite_query
-from .scoring import JoinSet, Path, ScoredTriple, extend_paths, passage_scores, score_triple, select_join_entities
+from .scoring import (JoinSet, Path, ScoredTriple, extend_paths, final_ranking, passage_scores, score_triple,
+                      select_join_entities)
 from .shortlist import Shortlist, shortlist_triples
 
 __all__ = ["Griever", "GrieverConfig"]
@@ -43,6 +44,7 @@ class Griever(Method):
         flt: Filter | None = None               # F
         titles: dict[str, str] = {}
         enc = None
+        hop_of: dict[str, int] = {}             # passage → the iteration that retrieved it
 
         for i in range(1, cfg.n_iterations + 1):
             # BM25 needs no vectors: it runs on the other core while the encoder works.
@@ -74,6 +76,7 @@ class Griever(Method):
                         st.empty("no new passage contains a join entity of the previous hop")
             for pid, s in R_i.cosine.items():
                 retrieved[pid] = max(s, retrieved.get(pid, -1.0))
+                hop_of.setdefault(pid, i)
             if not R_i.hits:
                 break
             # --- §4.2.3 + §4.2.4: shortlist -------------------------------------------------
@@ -140,7 +143,11 @@ class Griever(Method):
                 {"passage_id": pid, "title": titles.get(pid, ""), "passage_score": round(v, 5),
                  "path": [f"({x.triple.subject}) -[{x.triple.predicate}]-> ({x.triple.object})" for x in p.triples],
                  "path_score": round(p.score, 4)}
-                for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:15]]}
+                for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:15]],
+                # every candidate of the final ranking, so a lost gold passage can be traced to its hop
+                "candidates": [{"passage_id": pid, "hop": hop_of.get(pid, 1),
+                                "passage_score": round(by_passage.get(pid, (0.0,))[0], 6),
+                                "cosine": round(retrieved[pid], 4)} for pid in retrieved]}
             g = st.graph()
             for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:10]:
                 for a, b in zip(p.triples, p.triples[1:]):
@@ -149,14 +156,14 @@ class Griever(Method):
                 for x in p.triples:
                     g.edge(g.node(_triple_id(x.triple), "triple", x.triple.text, x.score),
                            g.node(x.triple.passage_id, "passage", titles.get(x.triple.passage_id, "")), "from_passage")
-        # Passages reached by a path rank by path score; the rest follow by retrieval cosine.
-        ranked = sorted(retrieved, key=lambda pid: (by_passage.get(pid, (0.0,))[0], retrieved[pid]), reverse=True)
-        missing = [p for p in ranked if p not in titles]
-        titles.update({p.id: p.title for p in store.passages(missing)})
-        final = [RankedPassage(pid, round(by_passage.get(pid, (0.0,))[0] + 1e-3 * retrieved[pid], 6),
-                               titles.get(pid, "")) for pid in ranked[:k]]
-        return final_stage(tracer, final, question, "max over paths of triple score × path score, "
-                                                    "ties (no path) by retrieval cosine")
+        ranked = final_ranking(retrieved, {pid: v for pid, (v, _) in by_passage.items()}, cfg.final_ranking,
+                               cfg.path_weight)[:k]
+        titles.update({p.id: p.title for p in store.passages([pid for pid, _ in ranked if pid not in titles])})
+        final = [RankedPassage(pid, round(v, 6), titles.get(pid, "")) for pid, v in ranked]
+        how = (f"retrieval cosine + {cfg.path_weight} × (max over paths of triple score × path score)"
+               if cfg.final_ranking == "retrieval+paths" else
+               "max over paths of triple score × path score, ties (no path) by retrieval cosine")
+        return final_stage(tracer, final, question, how)
 
     # --- stages' helpers -----------------------------------------------------------------
     def _sparse_depth(self, k: int) -> int:

@@ -7,7 +7,7 @@ from ...errors import ConfigError
 
 CHOICES = {"same_as_scope": ("retrieved", "all"), "same_as_match": ("record", "alias"),
            "join_entities": ("scored", "every"), "shortlist_index": ("partial_triples", "triples"),
-           "first_retriever": ("composed", "rrf_hybrid")}
+           "first_retriever": ("composed", "rrf_hybrid"), "final_ranking": ("retrieval+paths", "paths")}
 
 
 @dataclass
@@ -29,6 +29,10 @@ class GrieverConfig:
     join_min_score: float = 0.0       # E_i only from triples scoring at least this (eq. 2); the paper gives none
     rewrite_min_score: float = 0.5    # §4.5: rewrite only if the entity match is at least this; ours
     predicate_min_score: float = 0.3  # §4.5: relation words are removed only if matched at least this well; ours
+    final_ranking: str = "retrieval+paths"  # §4.2.2 + §4.4: cosine + path_weight × passage score; "paths" =
+    #                                         §4.4 alone (the passage score), which loses to Composed with
+    #                                         LLM-free triples (docs/griever.md)
+    path_weight: float = 0.5          # weight of the §4.4 passage score beside the cosine; ours, by measurement
     # Ablations of Table 3
     shortlist_index: str = "partial_triples"  # "triples" = w/ full_triples
     shortlist: bool = True                    # False = w/o shortlisting (every triple of R_i is scored)
@@ -38,3 +42,5 @@ class GrieverConfig:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"griever {name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not self.path_weight >= 0:
+            raise ConfigError(f"griever path_weight must be a number ≥ 0, got {self.path_weight!r}")

@@ -84,6 +84,20 @@ def passage_scores(paths: list[Path]) -> dict[str, tuple[float, Path]]:
     return best
 
 
+def final_ranking(cosine: dict[str, float], path_score: dict[str, float], mode: str,
+                  path_weight: float) -> list[tuple[str, float]]:
+    """The retrieved passages, best first, with their final scores. "paths" (§4.4): by passage
+    score, passages no path reaches after all of those, ties by retrieval cosine.
+    "retrieval+paths" (§4.2.2: retrieval scores "can be used in the final ranking and combined with
+    other types of scoring"): cosine to the query that retrieved the passage + path_weight ×
+    passage score."""
+    if mode == "paths":
+        order = sorted(cosine, key=lambda pid: (path_score.get(pid, 0.0), cosine[pid]), reverse=True)
+        return [(pid, path_score.get(pid, 0.0) + 1e-3 * cosine[pid]) for pid in order]
+    score = {pid: c + path_weight * path_score.get(pid, 0.0) for pid, c in cosine.items()}
+    return sorted(score.items(), key=lambda kv: kv[1], reverse=True)
+
+
 @dataclass
 class JoinSet:
     """E_i of Algorithm 1 (the entities the next hop must contain) and how it came from E_j."""

@@ -403,7 +403,7 @@ def cmd_silver(args) -> int:
 
 
 def cmd_record_showcase(args) -> int:
-    from .showcase import choose_questions, load, record
+    from .showcase import choose_questions, record
 
     if args.questions < 1:
         raise ConfigError(f"--questions must be at least 1, got {args.questions}")
@@ -415,16 +415,17 @@ def cmd_record_showcase(args) -> int:
     ctx.warm()
     t0 = time.time()
     failed: list[str] = []
+    asked: set[str] = set()  # --update runs the recording's own questions, not the chosen ones
 
     def done(i: int, n: int, method: str, run) -> None:
+        asked.add(run.question)
         if run.status != "ok":
             failed.append(f"{method}: {run.error}")
         print(f"[{i}/{n}] {method}: {run.status} · {run.latency_ms / 1000:.1f} s · tokens {run.tokens_in}/"
               f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
 
     out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done, update=args.update)
-    n_questions = len(load(out).items)  # --update keeps the recording's own questions, not the chosen ones
-    print(f"wrote {out} ({n_questions} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
+    print(f"wrote {out} ({len(asked)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
     if failed:
         # Written anyway, to be looked at, but not to be shipped as is: a visitor would see

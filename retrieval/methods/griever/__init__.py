@@ -139,14 +139,15 @@ class Griever(Method):
 
         with tracer.stage("paths", "Paths and passage scores (§4.4)") as st:
             by_passage = passage_scores(paths)
+            path_score = {pid: v for pid, (v, _) in by_passage.items()}
             st.payload = {"n_paths": len(paths), "best_paths": [
                 {"passage_id": pid, "title": titles.get(pid, ""), "passage_score": round(v, 5),
                  "path": [f"({x.triple.subject}) -[{x.triple.predicate}]-> ({x.triple.object})" for x in p.triples],
                  "path_score": round(p.score, 4)}
                 for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:15]],
                 # every candidate of the final ranking, so a lost gold passage can be traced to its hop
-                "candidates": [{"passage_id": pid, "hop": hop_of.get(pid, 1),
-                                "passage_score": round(by_passage.get(pid, (0.0,))[0], 6),
+                "candidates": [{"passage_id": pid, "hop": hop_of[pid],
+                                "passage_score": round(path_score.get(pid, 0.0), 6),
                                 "cosine": round(retrieved[pid], 4)} for pid in retrieved]}
             g = st.graph()
             for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:10]:
@@ -156,8 +157,7 @@ class Griever(Method):
                 for x in p.triples:
                     g.edge(g.node(_triple_id(x.triple), "triple", x.triple.text, x.score),
                            g.node(x.triple.passage_id, "passage", titles.get(x.triple.passage_id, "")), "from_passage")
-        ranked = final_ranking(retrieved, {pid: v for pid, (v, _) in by_passage.items()}, cfg.final_ranking,
-                               cfg.path_weight)[:k]
+        ranked = final_ranking(retrieved, path_score, cfg.final_ranking, cfg.path_weight)[:k]
         titles.update({p.id: p.title for p in store.passages([pid for pid, _ in ranked if pid not in titles])})
         final = [RankedPassage(pid, round(v, 6), titles.get(pid, "")) for pid, v in ranked]
         how = (f"retrieval cosine + {cfg.path_weight} × (max over paths of triple score × path score)"

@@ -39,3 +39,23 @@ def _resume(Llama, path: str, shared: str, p2: str, want: str) -> None:
     llm.load_state(state)
     got = llm.create_completion(p2, max_tokens=8, temperature=0)["choices"][0]["text"]
     assert got == want
+
+
+def test_the_server_keeps_no_logits_per_prompt_token():
+    """With llama-cpp-python's default logits_all=True, the server copied 151,936 floats a prompt
+    token into an n_ctx-long array: one 5,339-token prompt grew it from 2.2 to 6.1 GB (2.6 GB
+    without). 1,200 prompt tokens would add ~730 MB; the KV cells they fill are ~35 MB."""
+    from retrieval.llm import LLMSettings, get_llm
+
+    backend = get_llm(LLMSettings.parse("local", cache=False)).start().backend
+
+    def rss_mb() -> int:
+        with open(f"/proc/{backend.proc.pid}/status") as f:
+            return int(f.read().split("VmRSS:")[1].split()[0]) // 1024
+
+    before = rss_mb()
+    text = " ".join(f"Town {i} lies on river {i % 7} and has {i * 13} inhabitants." for i in range(80))
+    reply = backend.complete([{"role": "user", "content": text + "\nWhich river?"}], max_tokens=2,
+                             temperature=0.0, seed=0)
+    assert reply.tokens_in > 1000
+    assert rss_mb() - before < 300, f"server grew {rss_mb() - before} MB for one {reply.tokens_in}-token prompt"

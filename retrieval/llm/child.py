@@ -1,5 +1,6 @@
 """Entry point of the embedded llama.cpp server's child process: the server, plus a watchdog
-that ends it as soon as its parent is gone.
+that ends it as soon as its parent is gone, slim prompt-cache states and grammar sampling that
+checks the model's first choice before the whole vocabulary (sampling.py).
 
 A child started with Popen outlives a parent that is killed (SIGKILL, a crash, or SIGTERM,
 which skips atexit handlers), keeping ~2 GB of memory and both cores busy. PR_SET_PDEATHSIG
@@ -72,6 +73,8 @@ def main() -> None:
     parent = int(sys.argv[1])
     threading.Thread(target=watch, args=(parent,), daemon=True, name="parent-watchdog").start()
     slim_prompt_states()
+    from .sampling import install as fast_grammar_sampling
+    fast_grammar_sampling()
     from llama_cpp.server.__main__ import main as serve
 
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]

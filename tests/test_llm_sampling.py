@@ -1,0 +1,47 @@
+"""Greedy grammar sampling that asks the grammar about the model's first choice before
+filtering the whole vocabulary writes exactly what the library's own chain writes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = {"type": "object", "required": ["triples"], "properties": {"triples": {
+    "type": "array", "maxItems": 4,
+    "items": {"type": "array", "minItems": 3, "maxItems": 3, "items": {"type": "string", "maxLength": 40}}}}}
+
+
+def test_fast_grammar_sampling_writes_what_the_full_check_writes():
+    from llama_cpp import Llama, LlamaGrammar
+
+    from retrieval.llm import sampling
+    from retrieval.llm.backends import chatml
+    from retrieval.llm.models import model_file
+
+    original = Llama._init_sampler
+    llm = Llama(str(model_file()), n_ctx=1024, n_threads=2, verbose=False)
+    grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
+    prompt = chatml([{"role": "user", "content":
+                      'Give 4 facts about Lyon as JSON {"triples": [[subject, predicate, object], ...]}.'}])
+
+    def write(**kw) -> str:
+        llm.reset()  # same prompt evaluation every time: cached prefixes change the last logits' rounding
+        return llm.create_completion(prompt, max_tokens=90, temperature=0.0, **kw)["choices"][0]["text"]
+
+    # Unconstrained, the model opens with a code fence, which the grammar forbids: the
+    # fallback that filters the whole vocabulary runs too, not only the fast path.
+    assert write().lstrip().startswith("```")
+    full = {rp: write(grammar=grammar, repeat_penalty=rp) for rp in (1.0, 1.1)}
+    try:
+        sampling.install()
+        assert Llama._init_sampler is not original
+        fast = {rp: write(grammar=grammar, repeat_penalty=rp) for rp in (1.0, 1.1)}
+        # Temperature > 0 keeps the library's chain.
+        assert type(llm._init_sampler(temp=0.7, grammar=grammar)).__name__ == "LlamaSampler"
+    finally:
+        Llama._init_sampler = original
+    for rp in (1.0, 1.1):
+        assert json.loads(full[rp])["triples"], full[rp]
+        assert fast[rp] == full[rp]

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 from retrieval.cli import main
+from retrieval.kb.extract.rules import RulesExtractor
 
 
 def test_ask_prints_stages_and_json(small_kb, capsys):
@@ -52,7 +53,7 @@ def test_kb_info(small_kb, capsys):
     assert {(r["layer"], r["status"]) for r in info["extraction"]} >= {("triples", "done"), ("events", "done")}
     assert main(["kb", "info", str(small_kb)]) == 0
     text = capsys.readouterr().out
-    assert "extraction (passages per layer):" in text and "rules@1" in text and "passages 80" in text
+    assert "extraction (passages per layer):" in text and f"rules@{RulesExtractor.version}" in text and "passages 80" in text
 
 
 def test_serve_flags_reach_the_app(monkeypatch):

@@ -53,7 +53,7 @@ def test_extractor_labels_are_recorded(small_kb):
     labels = db.get_meta(con, "extractors")
     con.close()
     assert labels["triples"][0].startswith("openie-import@1:openie_musique")
-    assert labels["events"][0].startswith("rules@1")
+    assert labels["events"][0].startswith(f"rules@{RulesExtractor.version}")
 
 
 def test_kb_of_another_schema_version_or_model_is_refused(small_kb, tmp_path):

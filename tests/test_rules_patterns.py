@@ -40,6 +40,21 @@ def triples(title: str, text: str) -> set[tuple[str, str, str]]:
     # an appositive common noun with a preposition
     ("Kothmale Oya", "The falls are formed by Kothmale Oya, a tributary of the Mahaweli River.",
      ("Kothmale Oya", "tributary of", "Mahaweli River")),
+    # a list of neighbours after "bordered by", whatever the parser makes of it
+    ("Latvara", "Latvara is a country in Europe. It is bordered by Estonia to the north, Lithuania to the south, "
+                "and Belarus to the southeast.", ("Latvara", "bordered by", "Lithuania")),
+    # entity sweep: a participle the parser attaches to the nearest noun is still the title's
+    ("CKOR-FM", "CKOR-FM is a Canadian radio station broadcasting at 97.3 FM in Prince George, British Columbia, "
+                "owned by Vista Radio.", ("CKOR-FM", "owned by", "Vista Radio")),
+    # birth and death dates in the lead's parenthesis
+    ("Franjo Krežma", "Franjo Krežma (2 September 1862 – 15 June 1881) was a Croatian violinist and composer.",
+     ("Franjo Krežma", "died on", "15 June 1881")),
+    # a copula's attribute with appositions: each is what the subject is
+    ("Wally Amos", "Wally Amos is an American TV personality, entrepreneur and author from Tallahassee.",
+     ("Wally Amos", "is", "author")),
+    # "one of X": the frame noun joins the relation
+    ("Latvara", "Since its independence, Latvara has been referred to as one of the Baltic states.",
+     ("Latvara", "referred as one of", "Baltic states")),
 ])
 def test_pattern(title, text, expected):
     got = triples(title, text)
@@ -50,3 +65,17 @@ def test_a_clause_between_a_noun_and_a_name_keeps_the_noun():
     got = triples("Good Theme", "Good Theme is the theme to the 1966 film of the same name, which was directed by "
                                 "Sergio Leone.")
     assert not any(o == "Sergio Leone" and s == "Good Theme" for s, _, o in got), sorted(got)
+
+
+def test_directions_and_nationalities_are_not_objects():
+    got = triples("Latvara", "Latvara is a Baltic country. It is bordered by Estonia to the north and is a Canadian "
+                             "partner.")
+    assert ("Latvara", "bordered by", "Estonia") in got, sorted(got)
+    assert not any(o in ("north", "Canadian") for _, _, o in got), sorted(got)
+
+
+def test_the_sweep_keeps_a_named_subject_and_skips_an_indefinite_one():
+    got = triples("Ora Festival", "The Ora Festival is held each May. Marcella Ruiz founded it in Turin. "
+                                  "Many visitors travel from Milan.")
+    assert ("Marcella Ruiz", "founded in", "Turin") in got, sorted(got)
+    assert not any(s == "Ora Festival" and o == "Milan" for s, _, o in got), sorted(got)

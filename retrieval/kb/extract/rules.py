@@ -36,7 +36,12 @@ _COPULAS = {"is", "was", "are", "were", "be", "been"}
 _RELATIVE = {"that", "which", "who", "whom"}
 # Nouns that only frame what follows "of": "on behalf of X", "the areas of X", "the town of X".
 _FRAME_NOUNS = {"behalf", "area", "areas", "field", "fields", "region", "city", "town", "village", "state",
-                "province", "county", "municipality", "district", "name", "kind", "type", "form"}
+                "province", "county", "municipality", "district", "name", "kind", "type", "form",
+                "one", "part", "member", "members"}  # "one of the Baltic states": the states
+_PLACES = {"GPE", "LOC", "FAC"}
+# "bordered by Estonia to the north": the direction is not a thing the subject relates to.
+_DIRECTIONS = {"north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest",
+               "left", "right"}
 # Definite subjects that usually mean the passage's title ("The film was released in 1999").
 _TITLE_NOUNS = {"film", "book", "novel", "play", "album", "song", "single", "series", "show", "company",
                 "band", "group", "station", "journal", "magazine", "newspaper", "game", "school",
@@ -45,6 +50,10 @@ _TITLE_NOUNS = {"film", "book", "novel", "play", "album", "song", "single", "ser
                 "episode", "opera", "poem", "painting", "memoir", "channel", "network", "brand", "label"}
 # Adverbs that change what a relation says ("first published", "later renamed").
 _RELATION_ADVERBS = {"first", "later", "also", "originally", "formerly", "previously", "currently", "last"}
+
+# "(2 September 1862 – 15 June 1881)", "(c. 1210 – 1270)": two dates, each ending in a year
+_LIFE_DATES = re.compile(r"^[^(]{2,80}?\((?:[^()]*?;\s*)?((?:[A-Za-z.]+\s)?[^()–-]{0,20}?\b\d{3,4})\s*[–-]\s*"
+                         r"([^()–-]{0,20}?\b\d{3,4})\)")
 
 _nlp = None
 _nlp_lock = threading.Lock()
@@ -68,7 +77,7 @@ def load_spacy():
 
 class RulesExtractor:
     name = "rules"
-    version = "1"
+    version = "2"  # 2: entity sweep, borders lists, life dates, located-in (docs/llm-indexing.md)
 
     def __init__(self, layers: Iterable[str] = ("triples", "events", "propositions"), n_process: int = 0):
         self.layers = frozenset(layers)
@@ -90,7 +99,11 @@ class RulesExtractor:
         ex.entities = [EntityLink(p.title, title_type)] + [EntityLink(n, t) for n, t in typed.items() if n != p.title]
         if "triples" in self.layers:
             ctx = _TitleContext(p, doc)
-            ex.triples = [t for t in dict.fromkeys(self._triples(p, doc, ctx)) if t.subject != t.object]
+            parsed = [t for t in dict.fromkeys(self._triples(p, doc, ctx)) if t.subject != t.object]
+            linked = {(t.subject, t.object) for t in parsed}
+            swept = [t for t in dict.fromkeys(self._entity_sweep(p, doc, ctx))
+                     if (t.subject, t.object) not in linked and t.subject != t.object]
+            ex.triples = parsed + swept
         sents = [s for s in doc.sents if s.text.strip()]
         if "events" in self.layers and sents:
             ex.events = [Event(p.id, self._decontextualise(p, sents[0]), list(ex.entities))]
@@ -144,6 +157,114 @@ class RulesExtractor:
                     yield from self._from_child(p, s, verb, child, ctx)
         yield from self._appositions(p, doc, ctx)
         yield from self._births(p, doc, ctx)
+        yield from self._life_dates(p, doc, ctx)
+        yield from self._borders(p, doc, ctx)
+
+    def _entity_sweep(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
+        """Named entities a clause about the title mentions but the verb patterns did not reach
+        ("It is bordered by Estonia to the north, Lithuania to the south, …": Lithuania is an
+        npadvmod; "… in Prince George, owned by Vista Radio": the participle hangs off the
+        wrong noun) → (title, nearest verb [+ preposition], entity). Only for clauses whose
+        subject is the title, where a reference extraction says the same fact (silver scorer)."""
+        for tok in doc:
+            if tok.pos_ not in ("VERB", "AUX"):
+                continue
+            subjects = [c for c in tok.children if c.dep_ in _SUBJ]
+            if not subjects and tok.dep_ == "conj":  # "… and shares a border with Sweden"
+                subjects = [c for c in tok.head.children if c.dep_ in _SUBJ]
+            if not subjects:
+                continue
+            who, aspect = self._sweep_subject(p, subjects[0], ctx)
+            if not who:
+                continue
+            subject_span = range(subjects[0].left_edge.i, subjects[0].right_edge.i + 1)
+            for ent in doc.ents:
+                # "American", "Canadian": a nationality adjective is not an object of the verb
+                # a bare number only as the value of an aspect ("Its population was 953")
+                if (ent.label_ in _SKIP_LABELS and not (aspect and ent.label_ == "CARDINAL")) \
+                        or ent.label_ == "NORP" or ent.root.i in subject_span or not (
+                        tok.left_edge.i <= ent.root.i <= tok.right_edge.i):
+                    continue
+                rel = self._path_relation(ent.root, tok)
+                # a bare date with no preposition is a time adverb ("Today, …", "As of August 2018")
+                if rel and ent.label_ in ("DATE", "TIME") and " " not in rel:
+                    continue
+                o = _strip_article(ent.text.strip())
+                if rel and aspect and rel.split()[0] in _COPULAS:  # "The editor-in-chief is X"
+                    rel = f"{aspect} {rel}"
+                elif rel and rel.split()[0] in _COPULAS and rel.split()[-1] in ("in", "on", "near") \
+                        and ent.label_ in _PLACES:
+                    rel = f"located {rel.split()[-1]}"  # "is a city in Kanyakumari district, Tamil Nadu, India"
+                if rel and o and not ctx.is_title(ent.root):
+                    yield Triple(who, rel, o, p.id)
+
+    def _sweep_subject(self, p: Passage, subj, ctx: "_TitleContext") -> tuple[Optional[str], str]:
+        """(subject, aspect). A named subject stands for itself; a definite common noun ("The
+        decision to publish a catechism was taken at …", "Its editor-in-chief is …") is an
+        aspect of the passage's topic, so the title, with the noun as the aspect; a bare or
+        indefinite noun ("psychologists") gives nothing."""
+        who = self._phrase(p, ctx.referent(subj))
+        if who == p.title or (subj.ent_type_ and subj.ent_type_ not in _SKIP_LABELS | {"DATE", "TIME"}):
+            return who, ""
+        if (subj.pos_ == "NOUN" or (subj.pos_ == "PROPN" and not subj.ent_type_)) and any(
+                c.dep_ in ("det", "poss") and c.lower_ not in ("a", "an", "some", "many") for c in subj.children):
+            doc, j = subj.doc, subj.i
+            words = [t for t in subj.subtree if t.i <= j and t.dep_ not in ("det", "poss", "case")]
+            while j + 2 < len(doc) and not doc[j].whitespace_ and doc[j + 1].text == "-":  # editor-in-chief
+                words += [doc[j + 1], doc[j + 2]]
+                j += 2
+            return p.title, "".join(t.text_with_ws for t in words).strip().lower()
+        return None, ""
+
+    @staticmethod
+    def _path_relation(node, verb) -> Optional[str]:
+        """The relation from `verb` down to `node`: the lowest verb on the way and the preposition
+        right above the node; None when the way crosses a clause with its own subject."""
+        prep, low_verb, h = None, None, node
+        while h.i != verb.i:
+            if h.head.i == h.i:
+                return None  # another sentence root: not under this verb
+            h = h.head
+            if h.pos_ == "ADP" and prep is None and low_verb is None:
+                prep = h
+            if h.pos_ in ("VERB", "AUX") and h.i != verb.i:
+                if any(c.dep_ in _SUBJ for c in h.children) or h.dep_ in ("ccomp", "advcl", "conj"):
+                    return None
+                low_verb = low_verb or h
+        v = low_verb or verb
+        words = [v.lower_]
+        if prep is not None and prep.i > v.i:
+            if prep.head.i != v.i and prep.head.pos_ == "NOUN":  # "is a station in X": is station in
+                words.append(prep.head.lower_)
+            words.append(prep.lower_)
+        return " ".join(words)
+
+    def _borders(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
+        """"It … borders with Tuymazinsky and Buzdyaksky Districts in the north, Davlekanovsky
+        District in the east, …": the parser often reads such lists as nouns; every place named
+        after "borders" in a sentence about the title is a neighbour."""
+        for sent in doc.sents:
+            subj = next((t for t in sent if t.dep_ in _SUBJ), None)
+            if subj is None or ctx.referent(subj) != p.title and not ctx.is_title(subj):
+                continue
+            at = next((t for t in sent if t.lower_ in ("borders", "bordered", "bounded")), None)
+            if at is None:
+                continue
+            nxt = at.doc[at.i + 1] if at.i + 1 < len(at.doc) else None
+            rel = f"{at.lower_} {nxt.lower_}" if nxt is not None and nxt.pos_ == "ADP" else at.lower_
+            for ent in sent.ents:
+                if ent.start > at.i and ent.label_ in ("GPE", "LOC", "FAC", "PERSON", "ORG") \
+                        and ent.root.lower_ not in _DIRECTIONS:
+                    yield Triple(p.title, rel, _strip_article(ent.text.strip()), p.id)
+
+    def _life_dates(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
+        """"Franjo Krežma (2 September 1862 – 15 June 1881) was …": the lead's parenthesis after
+        the title's name gives its birth and death dates."""
+        m = _LIFE_DATES.search(doc.text[:300])
+        name = doc.char_span(0, doc.text.index("(", 0, m.end()), alignment_mode="contract") if m else None
+        if name is not None and len(name) and ctx.is_title(name.root):
+            yield Triple(p.title, "born on", m.group(1).strip(), p.id)
+            yield Triple(p.title, "died on", m.group(2).strip(), p.id)
 
     def _births(self, p: Passage, doc, ctx: "_TitleContext") -> Iterable[Triple]:
         """"Kenji Treschuk (born December 26, 1982 in Honolulu)": a subject-less "born" in a
@@ -151,7 +272,7 @@ class RulesExtractor:
         for tok in doc:
             if tok.lower_ != "born" or any(c.dep_ in _SUBJ for c in tok.children):
                 continue  # "He was born in …" has a subject: the verb patterns handle it
-            if tok.dep_ not in ("acl", "appos", "parataxis", "advcl"):
+            if tok.dep_ not in ("acl", "appos", "parataxis", "advcl", "csubj"):
                 continue
             who = self._phrase(p, ctx.referent(tok.head)) if tok.dep_ == "acl" else p.title
             if not who:
@@ -173,7 +294,13 @@ class RulesExtractor:
                     yield from self._from_child(p, s, f"{verb} {child.text.lower()}", sub, ctx)
             return
         if child.dep_ in _OBJ:
-            for obj in self._with_conjuncts(child):
+            objs = self._with_conjuncts(child)
+            if verb in _COPULAS:  # "is an American TV personality, entrepreneur and author"
+                objs += [x for a in child.children if a.dep_ == "appos" and a.pos_ == "NOUN"
+                         for x in self._with_conjuncts(a)]
+            for obj in objs:
+                if obj.lower_ in _FRAME_NOUNS and any(c.dep_ == "prep" and c.lower_ == "of" for c in obj.children):
+                    continue  # "is one of the X": the "of" object below says it
                 o = self._phrase(p, obj)
                 if o and o != s:
                     yield Triple(s, verb, o, p.id)
@@ -182,14 +309,23 @@ class RulesExtractor:
                 for pobj in (x for c in prep.children if c.dep_ == "pobj" for x in self._with_conjuncts(c)):
                     o2 = self._phrase(p, pobj)
                     if o2 and o2 != s:
-                        yield Triple(s, f"{verb} {child.lower_} {prep.text.lower()}", o2, p.id)
+                        rel = f"{verb} {child.lower_} {prep.text.lower()}"
+                        if verb in _COPULAS and prep.lower_ in ("in", "on", "near") and pobj.ent_type_ in _PLACES:
+                            rel = f"located {prep.lower_}"  # "is a city in Tamil Nadu"
+                        yield Triple(s, rel, o2, p.id)
             # "is a magazine published by X": the attribute's own clause is about the subject
             if verb in _COPULAS:
-                for cl in (c for c in child.children if c.dep_ in ("acl", "relcl") and c.pos_ == "VERB"):
+                clauses = [c for c in child.children if c.dep_ in ("acl", "relcl") and c.pos_ == "VERB"]
+                clauses += [x for c in clauses for x in c.conjuncts if x.pos_ == "VERB"]  # "directed by X and starring Y"
+                for cl in clauses:
                     v = cl.text.lower()
                     for sub in cl.children:
                         if sub.dep_ in ("prep", "agent", "dobj"):
                             yield from self._from_child(p, s, v, sub, ctx)
+        elif child.dep_ == "npadvmod" and child.ent_type_ == "DATE" and verb not in _COPULAS:
+            o = self._phrase(p, child)  # "It was founded October 6, 1913"
+            if o:
+                yield Triple(s, f"{verb} on", o, p.id)
         elif child.dep_ in ("prep", "agent"):
             for pobj in (x for c in child.children if c.dep_ == "pobj" for x in self._with_conjuncts(c)):
                 inner = [x for c in pobj.children if c.dep_ == "prep" and c.lower_ == "of"
@@ -199,6 +335,8 @@ class RulesExtractor:
                         o = self._phrase(p, x)
                         if o and o != s:
                             yield Triple(s, f"{verb} {child.text.lower()} {pobj.lower_} of", o, p.id)
+                    continue
+                if pobj.lower_ in _DIRECTIONS:
                     continue
                 o = self._phrase(p, pobj)
                 if o and o != s:
@@ -300,6 +438,9 @@ class _TitleContext:
         if tok.lower_ in _PRONOUNS:
             return True
         span = tok.doc[tok.left_edge.i: tok.right_edge.i + 1] if tok.pos_ == "PROPN" else tok.doc[tok.i: tok.i + 1]
+        cut = next((t.i for t in span if t.text in "(," and t.i > tok.i), None)
+        if cut is not None:  # "The Countess of Parma (Italian: La contessa di Parma)": the name before it
+            span = tok.doc[span.start: cut]
         for ent in tok.doc.ents:
             if ent.start <= tok.i < ent.end:
                 span = ent

@@ -79,3 +79,8 @@ def test_the_sweep_keeps_a_named_subject_and_skips_an_indefinite_one():
                                   "Many visitors travel from Milan.")
     assert ("Marcella Ruiz", "founded in", "Turin") in got, sorted(got)
     assert not any(s == "Ora Festival" and o == "Milan" for s, _, o in got), sorted(got)
+
+
+def test_neighbours_are_listed_only_for_the_title():
+    got = triples("Latvara", "Latvara is a Baltic country. Estonia borders Russia and Finland.")
+    assert not any(s == "Latvara" and o in ("Russia", "Finland") for s, _, o in got), sorted(got)

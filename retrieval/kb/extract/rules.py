@@ -166,8 +166,9 @@ class RulesExtractor:
         """Named entities a clause about the title mentions but the verb patterns did not reach
         ("It is bordered by Estonia to the north, Lithuania to the south, …": Lithuania is an
         npadvmod; "… in Prince George, owned by Vista Radio": the participle hangs off the
-        wrong noun) → (title, nearest verb [+ preposition], entity). Only for clauses whose
-        subject is the title, where a reference extraction says the same fact (silver scorer)."""
+        wrong noun) → (subject, nearest verb [+ preposition], entity), for clauses whose subject
+        is the title, a named entity, or a definite noun standing for an aspect of the title
+        (_sweep_subject)."""
         for tok in doc:
             if tok.pos_ not in ("VERB", "AUX"):
                 continue
@@ -247,7 +248,8 @@ class RulesExtractor:
         after "borders" in a sentence about the title is a neighbour."""
         for sent in doc.sents:
             subj = next((t for t in sent if t.dep_ in _SUBJ), None)
-            if subj is None or ctx.referent(subj) != p.title and not ctx.is_title(subj):
+            # referent() gives the title as a str, or a Token (and spaCy's Token != str is False)
+            if subj is None or not (isinstance(ctx.referent(subj), str) or ctx.is_title(subj)):
                 continue
             at = next((t for t in sent if t.lower_ in ("borders", "bordered", "bounded")), None)
             if at is None:

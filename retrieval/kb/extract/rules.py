@@ -41,6 +41,7 @@ _FRAME_NOUNS = {"behalf", "area", "areas", "field", "fields", "region", "city", 
                 "province", "county", "municipality", "district", "name", "kind", "type", "form",
                 "one", "part", "member", "members"}  # "one of the Baltic states": the states
 _PLACES = {"GPE", "LOC", "FAC"}
+_PLACE_PREPS = ("in", "on", "near")
 # "bordered by Estonia to the north": the direction is not a thing the subject relates to.
 _DIRECTIONS = {"north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest",
                "left", "right"}
@@ -181,7 +182,7 @@ class RulesExtractor:
             if not who:
                 continue
             subject_span = range(subjects[0].left_edge.i, subjects[0].right_edge.i + 1)
-            for ent in doc.ents:
+            for ent in tok.sent.ents:  # the clause's span lies inside its sentence
                 # "American", "Canadian": a nationality adjective is not an object of the verb
                 # a bare number only as the value of an aspect ("Its population was 953")
                 if (ent.label_ in _SKIP_LABELS and not (aspect and ent.label_ == "CARDINAL")) \
@@ -193,12 +194,14 @@ class RulesExtractor:
                 if rel and ent.label_ in ("DATE", "TIME") and " " not in rel:
                     continue
                 o = _strip_article(ent.text.strip())
-                if rel and aspect and rel.split()[0] in _COPULAS:  # "The editor-in-chief is X"
+                if not rel:
+                    continue
+                words = rel.split()
+                if aspect and words[0] in _COPULAS:  # "The editor-in-chief is X"
                     rel = f"{aspect} {rel}"
-                elif rel and rel.split()[0] in _COPULAS and rel.split()[-1] in ("in", "on", "near") \
-                        and ent.label_ in _PLACES:
-                    rel = f"located {rel.split()[-1]}"  # "is a city in Kanyakumari district, Tamil Nadu, India"
-                if rel and o and not ctx.is_title(ent.root):
+                else:  # "is a city in Kanyakumari district, Tamil Nadu, India"
+                    rel = _located(rel, words[0] in _COPULAS, words[-1], ent.label_)
+                if o and not ctx.is_title(ent.root):
                     yield Triple(who, rel, o, p.id)
 
     def _sweep_subject(self, p: Passage, subj, ctx: "_TitleContext") -> tuple[Optional[str], str]:
@@ -257,7 +260,7 @@ class RulesExtractor:
             nxt = at.doc[at.i + 1] if at.i + 1 < len(at.doc) else None
             rel = f"{at.lower_} {nxt.lower_}" if nxt is not None and nxt.pos_ == "ADP" else at.lower_
             for ent in sent.ents:
-                if ent.start > at.i and ent.label_ in ("GPE", "LOC", "FAC", "PERSON", "ORG") \
+                if ent.start > at.i and ent.label_ in _PLACES | {"PERSON", "ORG"} \
                         and ent.root.lower_ not in _DIRECTIONS:
                     yield Triple(p.title, rel, _strip_article(ent.text.strip()), p.id)
 
@@ -313,9 +316,8 @@ class RulesExtractor:
                 for pobj in (x for c in prep.children if c.dep_ == "pobj" for x in self._with_conjuncts(c)):
                     o2 = self._phrase(p, pobj)
                     if o2 and o2 != s:
-                        rel = f"{verb} {child.lower_} {prep.text.lower()}"
-                        if verb in _COPULAS and prep.lower_ in ("in", "on", "near") and pobj.ent_type_ in _PLACES:
-                            rel = f"located {prep.lower_}"  # "is a city in Tamil Nadu"
+                        rel = _located(f"{verb} {child.lower_} {prep.text.lower()}", verb in _COPULAS,
+                                       prep.lower_, pobj.ent_type_)  # "is a city in Tamil Nadu"
                         yield Triple(s, rel, o2, p.id)
             # "is a magazine published by X": the attribute's own clause is about the subject
             if verb in _COPULAS:
@@ -407,6 +409,11 @@ class RulesExtractor:
                 right = c.right_edge.i
         text = _strip_article(tok.doc[left:right + 1].text.strip())
         return text or None
+
+
+def _located(rel: str, copula: bool, prep: str, label: str) -> str:
+    """"is a city in X" with X a place says where the subject is: (s, located in, X)."""
+    return f"located {prep}" if copula and prep in _PLACE_PREPS and label in _PLACES else rel
 
 
 def _lemma(tok) -> str:

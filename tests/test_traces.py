@@ -34,6 +34,32 @@ def test_a_stored_run_replays_exactly(traces, ctx, small_store):
     assert exported[0]["run"]["method"] == "griever"
 
 
+def test_run_json_is_the_same_as_dumping_its_dict():
+    import numpy as np
+
+    from retrieval.trace import LLMCall, RankedPassage, RunResult, Stage
+
+    st = Stage("s", "a stage", tokens_in=7, payload={"rows": [{"n": np.float32(0.5), "pair": ("a", 1)}], 3: {"x"}, "none": None},
+               llm_calls=[LLMCall(model="m", prompt="p", completion="c", tokens_in=7, tokens_out=2, latency_ms=1.0)])
+    run = RunResult("bm25", Q, ranked=[RankedPassage("p1", 0.9, "T")], stages=[st], answer="A")
+    assert json.loads(run.to_json()) == json.loads(json.dumps(run.to_dict(), default=str))
+    assert json.loads(run.to_json())["tokens_in"] == 7
+
+
+def test_a_stored_run_keeps_every_stage_and_call_row(traces, ctx):
+    from retrieval.trace import LLMCall
+
+    run = make_method("bm25", ctx).run(Q, k=3)
+    run.stages[0].llm_calls.append(LLMCall(model="m", prompt="p", completion="c", tokens_in=5, tokens_out=1, latency_ms=1.0))
+    run.stages[0].tokens_in = 5
+    rid = traces.save_run(traces.new_session("small", Q), "small", run, ["x"], 3)
+    row = traces.db.execute("SELECT method, k, recall, tokens_in FROM runs WHERE id=?", [rid]).fetchone()
+    assert row == ("bm25", 3, 0.0, 5)
+    calls = traces.db.execute("SELECT stage_seq, seq, model, tokens_in FROM llm_calls WHERE run_id=?", [rid]).fetchall()
+    assert calls == [(0, 0, "m", 5)]
+    assert traces.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
 def test_filters_and_missing_runs(traces, ctx):
     sid = traces.new_session("small")
     for name in ("bm25", "dense"):

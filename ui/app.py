@@ -190,7 +190,7 @@ def build(state: AppState) -> gr.Blocks:
         example.change(lambda x: x or gr.update(), example, question)
 
         def ask(kb_name, q, chosen, k_value, n_iter, answer, who):
-            graph_sent = None
+            graph_sent, first = None, True
             try:
                 state.throttle(who)
                 stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
@@ -204,7 +204,12 @@ def build(state: AppState) -> gr.Blocks:
                         graph_sent = latest
                         graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
                     if not prog.done:
-                        yield (_columns(prog), graph_out, gr.update(), gr.update(),
+                        # The first update clears what an earlier run or a recording left in the
+                        # stage picker, graph and comparison, so nothing stale sits beside a live run.
+                        fresh, first = first, False
+                        yield (_columns(prog), "" if fresh and isinstance(graph_out, dict) else graph_out,
+                               gr.update(choices=[], value=None) if fresh else gr.update(),
+                               None if fresh else gr.update(),
                                f"Session `{prog.session_id}` (running…)", prog.session_id)
                     else:
                         choices = _graph_choices(prog.runs)

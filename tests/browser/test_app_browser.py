@@ -299,7 +299,12 @@ def test_a_showcase_question_opens_at_once_from_the_recording(page, shots):
 
 @pytest.mark.slow
 def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots):
-    """SAG with the real embedded model: its LLM stages show what the model is doing."""
+    """SAG with the real embedded model: its LLM stages show what the model is doing, and
+    nothing a recording left on the page sits beside the live run."""
+    page.click("#showcase input")
+    page.locator("#showcase [role=option]").first.click()
+    page.wait_for_selector("#recorded-banner", timeout=10_000)
+    page.wait_for_selector("#comparison .js-plotly-plot", timeout=10_000)
     _set_question(page, Q)
     _set_methods(page, {"sag"})
     page.click("#run")
@@ -307,6 +312,8 @@ def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots)
     live.filter(has_text="so far").first.wait_for(timeout=300_000)
     text = live.first.inner_text()
     assert "LLM writing" in text and ("query entities" in text or "rerank" in text), text
+    assert page.locator("#comparison .js-plotly-plot").count() == 0, "the recording's comparison is still shown"
+    assert page.locator("#recorded-banner").count() == 0
     page.screenshot(path=str(shots / "live_progress.png"), full_page=True)
     page.wait_for_selector("#columns .ht-col[data-method='sag'] table.ht-ranking", timeout=600_000)
     assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0

@@ -198,16 +198,16 @@ def build(state: AppState) -> gr.Blocks:
                 for prog in stream:
                     url = _session_url(prog.session_id)
                     latest = prog.latest
+                    # The first update clears what an earlier run or a recording left in the graph,
+                    # stage picker and comparison, so nothing stale sits beside a live run.
+                    fresh, first = first, False
                     # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
-                    graph_out = gr.update()
+                    graph_out = "" if fresh else gr.update()
                     if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                         graph_sent = latest
                         graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
                     if not prog.done:
-                        # The first update clears what an earlier run or a recording left in the
-                        # stage picker, graph and comparison, so nothing stale sits beside a live run.
-                        fresh, first = first, False
-                        yield (_columns(prog), "" if fresh and isinstance(graph_out, dict) else graph_out,
+                        yield (_columns(prog), graph_out,
                                gr.update(choices=[], value=None) if fresh else gr.update(),
                                None if fresh else gr.update(),
                                f"Session `{prog.session_id}` (running…)", prog.session_id)

@@ -37,8 +37,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="LLM-free GRASP propositions: the passages' sentences (rules) or the imported OpenIE "
                         "triples verbalised (atomic, entity-linked); auto (default): openie when there is an "
                         "OpenIE file (the demo), else sentences")
+    b.add_argument("--reads", default="one", choices=["one", "per-layer"],
+                   help="with --extractor llm: one (default) reads each passage once for all the LLM layers "
+                        "(typed entities, triples, an event; propositions are the triples verbalised); per-layer "
+                        "sends each paper's own prompt (GEAR triples, SAG event, GRASP propositions), ~4x the time")
     b.add_argument("--batch-size", type=int, default=None,
-                   help="passages per propositions request (GRASP A.1.5 default 10)")
+                   help="passages per propositions request with --reads per-layer (GRASP A.1.5 default 10)")
     b.add_argument("--estimate", action="store_true",
                    help="print LLM requests and expected tokens (and cost) for this build; call nothing, write nothing")
     b.add_argument("--price-in", type=float, default=None, metavar="USD", help="price per million input tokens")
@@ -97,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
                                        "OpenIE triples (silver reference)")
     sv.add_argument("--extractor", default="rules", choices=["rules", "llm"])
     sv.add_argument("--passages", type=int, default=100, help="the first N MuSiQue passages")
+    sv.add_argument("--reads", default="per-layer", choices=["one", "per-layer"],
+                    help="with --extractor llm: per-layer scores GEAR's triple prompt; one scores the triples of "
+                         "the one-read prompt that also makes events and typed entities")
     sv.add_argument("--json", dest="json_out", type=Path, help="write the scores here")
     _llm_args(sv)
 
@@ -191,13 +198,14 @@ def cmd_build(args) -> int:
     else:
         out = resolve_kb(args.out or args.corpus.name.split(".")[0])
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out
-    plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size, args.propositions)
+    plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size, args.propositions, args.reads)
     plan.check()
     if args.store:
         from .store.elastic import parse_spec
         parse_spec(args.store)  # a bad spec fails before the build, not after it
     if args.estimate:
         return _estimate(plan, out, corpus, questions, args)
+    before = _llm_done(out, plan)
     report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
                               progress=not args.quiet, plan=plan, sample=args.sample,
                               retry_failed=args.retry_failed)
@@ -218,12 +226,45 @@ def cmd_build(args) -> int:
         print(f"LLM {run['layer']}: {run['model']} · {run['passages']} passages in {run['calls']} calls "
               f"({run['cached_calls']} from the cache, {run['repairs']} repairs) · {run['tokens_in']:,} tokens in / "
               f"{run['tokens_out']:,} out · {run['seconds']} s · {run['failed']} failed")
+    if report.llm and plan.llm is not None and plan.llm.backend == "local":
+        _calibrate(out, plan, before, corpus, questions, args.sample, report.llm)
     if report.failed_total:
         print(f"failed passages in the KB: {report.failed_total} — reasons: hoptrace kb info {out.stem}; "
               f"redo them: the same command with --retry-failed")
     print(report.path)
     _push(args, out)
     return 0
+
+
+def _llm_done(out: Path, plan) -> set[str]:
+    if plan.extractor != "llm":
+        return set()
+    from .kb.build import extracted_passage_ids
+
+    return set().union(*extracted_passage_ids(out, plan.llm_layers).values())
+
+
+def _calibrate(out: Path, plan, before: set[str], corpus: Path, questions: Optional[Path],
+               sample: Optional[int], runs: list[dict]) -> None:
+    """After an embedded LLM build: the estimate of the passages it extracted beside what they
+    cost, and the measured speed kept for later estimates on this machine."""
+    from .kb.extract.llm import estimate
+    from .kb.extract.llm.estimate import SPEED_FILE, calibrate
+    from .kb.presets import load_sources
+
+    new_ids = _llm_done(out, plan) - before
+    run = {k: sum(r[k] for r in runs) for k in ("passages", "tokens_in", "tokens_out", "seconds", "cached_calls")}
+    if not new_ids or run["cached_calls"]:  # answers from the response cache say nothing about speed
+        return
+    passages, _ = load_sources(corpus, questions, sample)
+    forecast = estimate([p for p in passages if p.id in new_ids], list(plan.llm_layers), plan.llm,
+                        plan.batch_size, reads=plan.reads)
+    print(f"estimate for these {len(new_ids)} passages: {forecast.tokens_in:,} tokens in / {forecast.tokens_out:,} out, "
+          f"{forecast.local_hours() * 3600:,.0f} s; measured: {run['tokens_in']:,} / {run['tokens_out']:,}, "
+          f"{run['seconds']:,.0f} s")
+    cal = calibrate(plan.llm.model, forecast, run)
+    print(f"this machine ran {plan.llm.model} at {1 / cal['factor']:.2f}x the default speed; later estimates use that "
+          f"(kept in {SPEED_FILE} in the HopTrace home)")
 
 
 def _push(args, kb_path: Path) -> None:
@@ -243,7 +284,8 @@ def _estimate(plan, out: Path, corpus: Path, questions: Optional[Path], args) ->
 
     passages, _ = load_sources(corpus, questions, args.sample)
     done = extracted_passage_ids(out, plan.llm_layers, include_failed=not args.retry_failed)
-    est = estimate(passages, list(plan.llm_layers), plan.llm, plan.batch_size, done, args.price_in, args.price_out)
+    est = estimate(passages, list(plan.llm_layers), plan.llm, plan.batch_size, done, args.price_in, args.price_out,
+                   reads=plan.reads)
     print(f"KB: {out}{'' if out.exists() else ' (new)'} · {len(passages):,} passages in the source")
     print(est.render())
     return 0
@@ -388,7 +430,11 @@ def cmd_silver(args) -> int:
         llm = get_llm(LLMSettings.parse(args.llm, args.llm_model))
         if llm is None:
             raise ConfigError("--extractor llm needs an LLM (--llm local, openai or a URL)")
-        extractor, what = llm_extractors(llm, ("triples",))[0], f"llm ({llm.describe()})"
+        if args.reads == "one":  # the joint prompt, scored on its triples
+            extractor = llm_extractors(llm, ("triples", "events", "propositions"), reads="one")[0]
+        else:
+            extractor = llm_extractors(llm, ("triples",))[0]
+        what = f"llm ({llm.describe()}, reads {args.reads})"
     sc, seconds = evaluate(extractor, args.passages, get_embedder(DEFAULT_MODEL))
     d = {"extractor": what, "seconds": round(seconds, 1), "seconds_per_passage": round(seconds / max(1, sc.passages), 3),
          **sc.as_dict()}

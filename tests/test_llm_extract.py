@@ -12,6 +12,7 @@ import pytest
 from retrieval.cli import main
 from retrieval.kb.build import build_kb, extracted_passage_ids
 from retrieval.kb.extract.llm import TASKS, LLMExtractor, estimate, llm_extractors
+from retrieval.kb.extract.llm.tasks import JOINT
 from retrieval.kb.presets import sample_corpus
 from retrieval.llm import LLMSettings
 from retrieval.records import Passage, Question
@@ -85,6 +86,51 @@ def test_propositions_task_links_entities_by_index_and_reports_missing_passages(
     assert [e.name for e in ex.propositions[0].entities] == ["Title 1", "City 1"]
     assert [e.name for e in ex.propositions[1].entities] == ["Title 1"]
     assert ex.malformed == 1  # index 7 points at no proposition
+
+
+def joint_answer(i: int) -> str:
+    return json.dumps({"entities": {"location": [f"City {i}"], "organization": [f"Title {i}"]},
+                       "triples": [[f"Title {i}", "was founded in", f"City {i}"], [f"Title {i}", "makes", "boats"],
+                                   ["half a triple"]],
+                       "event": f"Title {i} was founded in City {i} in {1900 + i} and makes boats."})
+
+
+def test_one_read_fills_triples_events_and_propositions_from_one_answer():
+    value = JOINT.check(json.loads(joint_answer(1)), P[:1])
+    (ex,) = JOINT.parse(value, P[:1])
+    assert [(t.subject, t.predicate, t.object) for t in ex.triples] == [
+        ("Title 1", "was founded in", "City 1"), ("Title 1", "makes", "boats")]
+    assert ex.malformed == 1
+    # propositions are the triples verbalised, linked to the typed entities they name
+    assert [p.text for p in ex.propositions] == ["Title 1 was founded in City 1.", "Title 1 makes boats."]
+    assert [(e.name, e.type) for e in ex.propositions[0].entities] == [("Title 1", "organization"),
+                                                                       ("City 1", "location")]
+    assert [(e.name, e.type) for e in ex.propositions[1].entities] == [("Title 1", "organization"), ("boats", None)]
+    (event,) = ex.events
+    assert event.summary.startswith("Title 1 was founded")
+    assert {(e.name, e.type) for e in event.entities} == {("Title 1", "organization"), ("City 1", "location")}
+    assert {e.name for e in ex.entities} == {"Title 1", "City 1", "boats"}
+    with pytest.raises(ValueError, match="event"):
+        JOINT.check({"entities": {}, "triples": [["a", "b", "c"]], "event": ""}, P[:1])
+    with pytest.raises(ValueError, match="no usable"):
+        JOINT.check({"entities": {}, "triples": [["a", "b"]], "event": "a b c d"}, P[:1])
+    assert JOINT.layers == ("triples", "events", "propositions") and TASKS["events"].layers == ("events",)
+
+
+def test_one_read_build_sends_one_request_a_passage_and_fills_every_layer(tmp_path, embedder):
+    kb = tmp_path / "joint.sqlite"
+    llm, backend = scripted_llm({"extract joint": [joint_answer(i) for i in (1, 2, 3)]})
+    (ex,) = llm_extractors(llm, TASKS, reads="one")
+    report = build_kb(kb, P[:3], [ex], embedder, progress=False)
+    assert backend.purposes() == ["extract joint"] * 3
+    assert report.extracted == {"triples": 3, "events": 3, "propositions": 3}
+    assert rows(kb, "SELECT count(*) FROM triples")[0][0] == 6
+    assert rows(kb, "SELECT count(*) FROM events")[0][0] == 3
+    assert rows(kb, "SELECT count(*) FROM propositions")[0][0] == 6
+    assert rows(kb, "SELECT type FROM entities WHERE name='City 2'") == [("location",)]
+    assert {r[0] for r in rows(kb, "SELECT extractor FROM extraction_state")} == {"llm@1/one-read:scripted-test-double"}
+    # a single layer asked of the LLM keeps its paper's own prompt
+    assert [e.task.layer for e in llm_extractors(llm, ["triples"], reads="one")] == ["triples"]
 
 
 # --- the extractor --------------------------------------------------------------------------------
@@ -176,6 +222,20 @@ def test_estimate_counts_requests_and_skips_what_the_kb_has():
     assert est.already_done["events"] == 2 and by["events"].passages == 3
     assert est.tokens_in > 0 and est.cost() == pytest.approx((est.tokens_in + 2 * est.tokens_out) / 1e6)
     assert "cost at $1 / $2" in est.render()
+
+
+def test_estimate_of_one_read_counts_one_request_a_passage_and_the_cached_prefix_once():
+    settings = LLMSettings(backend="openai", model="m", base_url="http://x")
+    counter = (lambda text: len(text.split()), "words")
+    # the build tests a joint run against its first layer by name (build._extract), so does the estimate
+    est = estimate(P, list(TASKS), settings, already_done={"events": {"p1"}}, counter=counter, reads="one")
+    (row,) = est.rows
+    assert (row.layer, row.requests, row.passages) == ("joint", 4, 4)
+    prefix = sum(5 + counter[0](m["content"]) for m in JOINT.messages(P[:1])[:-1])
+    # the first request reads the whole prompt, the three others only their passage
+    assert row.tokens_in - row.tokens_processed == 3 * prefix
+    per_layer = estimate(P, list(TASKS), settings, counter=counter)
+    assert est.tokens_out < per_layer.tokens_out and len(per_layer.rows) == 3
 
 
 def test_sample_keeps_only_answerable_questions():

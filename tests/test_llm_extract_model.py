@@ -25,3 +25,16 @@ def test_embedded_model_extracts_triples_events_and_propositions(small_corpus):
     props = out["propositions"][1]
     assert all(len(r.propositions) >= 2 for r in props)
     assert any(e.type for r in props for p in r.propositions for e in p.entities)
+
+
+def test_embedded_model_reads_a_passage_once_for_all_three_layers(small_corpus):
+    (passage,) = [p for p in small_corpus[0] if p.title == "Journal of Psychotherapy Integration"]
+    llm = get_llm(LLMSettings.parse("local")).start()
+    (ex,) = llm_extractors(llm, TASKS, reads="one")
+    (res,) = list(ex.extract([passage]))
+    assert res.failed is None, res.failed
+    assert ex.summary()["calls"] == 1 and ex.layers == {"triples", "events", "propositions"}
+    assert res.triples and any("Journal of Psychotherapy Integration" in (t.subject + t.object) for t in res.triples)
+    assert len(res.events) == 1 and len(res.events[0].summary.split()) >= 5 and res.events[0].entities
+    assert len(res.propositions) == len(res.triples) and all(p.text.endswith(".") for p in res.propositions)
+    assert any(e.type for e in res.entities)

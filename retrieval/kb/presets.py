@@ -35,6 +35,9 @@ class ExtractionPlan:
     # the verbalised triples whenever there is an OpenIE file: on the demo they measured
     # +8.5 points R@5 over sentences in GRASP's single pass (docs/grasp.md).
     propositions: str = "auto"
+    # "one": one LLM request a passage fills every LLM layer (docs/llm-indexing.md, "One read");
+    # "per-layer": each paper's own extraction prompt, one request a layer.
+    reads: str = "one"
 
     @property
     def proposition_source(self) -> str:
@@ -54,6 +57,8 @@ class ExtractionPlan:
             raise ConfigError(f"--propositions must be auto, sentences or openie, got {self.propositions!r}")
         if self.propositions == "openie" and self.openie is None:
             raise ConfigError("--propositions openie needs an OpenIE file (--openie, or a dataset that ships one)")
+        if self.reads not in ("one", "per-layer"):
+            raise ConfigError(f"--reads must be one or per-layer, got {self.reads!r}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.extractor == "llm" and (self.llm is None or self.llm.backend == "none"):
@@ -68,7 +73,8 @@ class ExtractionPlan:
         llm = get_llm(self.llm)
         rest = tuple(x for x in ALL_LAYERS if x not in self.llm_layers)
         # Fast layers first: a build that is stopped during the LLM part has them already.
-        return _llm_free(self.openie, rest, self.proposition_source) + llm_extractors(llm, self.llm_layers, self.batch_size)
+        return (_llm_free(self.openie, rest, self.proposition_source)
+                + llm_extractors(llm, self.llm_layers, self.batch_size, reads=self.reads))
 
 
 def _llm_free(openie: Optional[Path], layers: tuple[str, ...], propositions: str = "sentences") -> list:

@@ -12,14 +12,60 @@ from typing import Callable, Optional
 
 from ....llm import LLMSettings
 from ....records import Passage
-from .tasks import TASKS
+from .tasks import JOINT, TASKS
 
 # Chat-template tokens around each message (<|im_start|>role … <|im_end|>) and the reply's opener.
 PER_MESSAGE = 5
 PER_REQUEST = 3
 # Measured on this project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M (README, "LLM").
+# Machines differ (one 2-core machine ran the same model at ~35 / ~13 tok/s), so after each
+# embedded build the measured speed is kept (calibrate) and later estimates use it.
 LOCAL_PROMPT_TOK_S = 60.0
 LOCAL_GEN_TOK_S = 22.0
+SPEED_FILE = "llm_speed.json"
+
+
+def _speed_path():
+    from ....paths import home
+
+    return home() / SPEED_FILE
+
+
+def local_speed(model: str) -> tuple[float, float, Optional[dict]]:
+    """(prompt tok/s, generation tok/s, the calibration they come from or None for the defaults)."""
+    import json
+
+    try:
+        cal = json.loads(_speed_path().read_text()).get(model)
+    except (OSError, ValueError):
+        cal = None
+    if not cal or not cal.get("factor"):
+        return LOCAL_PROMPT_TOK_S, LOCAL_GEN_TOK_S, None
+    return LOCAL_PROMPT_TOK_S / cal["factor"], LOCAL_GEN_TOK_S / cal["factor"], cal
+
+
+def calibrate(model: str, forecast: "Estimate", run: dict) -> dict:
+    """Keep how much slower (or faster) than the default rates this machine ran a real build.
+
+    `forecast` is the estimate of the passages the run extracted; the run's own token counts
+    replace its forecasts (repairs add prompt tokens, the size model guesses the output), so
+    the factor measures speed only. The two rates keep the defaults' ratio."""
+    import json
+    import time
+
+    processed = forecast.tokens_processed + max(0, run["tokens_in"] - forecast.tokens_in)
+    modelled = processed / LOCAL_PROMPT_TOK_S + run["tokens_out"] / LOCAL_GEN_TOK_S
+    cal = {"factor": round(run["seconds"] / modelled, 3) if modelled else 1.0, "measured": time.strftime("%Y-%m-%d"),
+           "passages": run["passages"], "seconds": run["seconds"], "tokens_processed": processed,
+           "tokens_out": run["tokens_out"]}
+    path = _speed_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[model] = cal
+    path.write_text(json.dumps(data, indent=1))
+    return cal
 
 
 @dataclass
@@ -31,6 +77,10 @@ class LayerEstimate:
     batch_size: int
     tokens_in: int
     tokens_out: int
+    # Prompt tokens the embedded model actually processes: llama.cpp keeps the previous
+    # request's KV cache, so the unchanging prefix (instructions, demonstration) of a run of
+    # one task's requests is processed once and each request adds only its passages.
+    tokens_processed: int = 0
 
 
 @dataclass
@@ -42,6 +92,9 @@ class Estimate:
     price_in: Optional[float] = None   # per million tokens
     price_out: Optional[float] = None
     local: bool = False
+    prompt_tok_s: float = LOCAL_PROMPT_TOK_S
+    gen_tok_s: float = LOCAL_GEN_TOK_S
+    calibration: Optional[dict] = None
 
     @property
     def tokens_in(self) -> int:
@@ -60,8 +113,12 @@ class Estimate:
             return None
         return (self.tokens_in * (self.price_in or 0) + self.tokens_out * (self.price_out or 0)) / 1e6
 
+    @property
+    def tokens_processed(self) -> int:
+        return sum(r.tokens_processed for r in self.rows)
+
     def local_hours(self) -> float:
-        return (self.tokens_in / LOCAL_PROMPT_TOK_S + self.tokens_out / LOCAL_GEN_TOK_S) / 3600
+        return (self.tokens_processed / self.prompt_tok_s + self.tokens_out / self.gen_tok_s) / 3600
 
     def as_dict(self) -> dict:
         return {"model": self.model, "token_counter": self.counter, "requests": self.requests,
@@ -88,8 +145,13 @@ class Estimate:
         else:
             lines.append("cost: pass --price-in and --price-out (dollars per million tokens) to price it")
         if self.local:
-            lines.append(f"embedded model on 2 cores (~{LOCAL_PROMPT_TOK_S:g} tok/s prompt, ~{LOCAL_GEN_TOK_S:g} tok/s "
-                         f"generation): ~{self.local_hours():,.1f} hours")
+            n = max([1] + [r.passages for r in self.rows])  # each row covers the same passages
+            cal = self.calibration
+            where = (f"as measured on this machine by the build of {cal['measured']} ({cal['passages']} passages)"
+                     if cal else "the default rates; a build on this machine calibrates them")
+            lines.append(f"embedded model: ~{self.prompt_tok_s:.0f} tok/s prompt on the {self.tokens_processed:,} "
+                         f"tokens not in llama.cpp's cached prefix, ~{self.gen_tok_s:.0f} tok/s generation ({where}): "
+                         f"~{self.local_hours():,.2f} hours, ~{self.local_hours() * 3600 / n:,.1f} s a passage")
         lines.append("output tokens are a forecast from each task's size model; repairs and retries add to all figures")
         return "\n".join(lines)
 
@@ -106,7 +168,7 @@ def token_counter(settings: LLMSettings) -> tuple[Callable[[str], int], str]:
 def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
              batch_size: Optional[int] = None, already_done: Optional[dict[str, set[str]]] = None,
              price_in: Optional[float] = None, price_out: Optional[float] = None,
-             counter: Optional[tuple[Callable[[str], int], str]] = None) -> Estimate:
+             counter: Optional[tuple[Callable[[str], int], str]] = None, reads: str = "per-layer") -> Estimate:
     count, label = counter or token_counter(settings)
     memo: dict[str, int] = {}
 
@@ -116,18 +178,25 @@ def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
         return memo[text]
 
     est = Estimate(settings.model, label, price_in=price_in, price_out=price_out, local=settings.backend == "local")
-    for layer in layers:
-        task = TASKS[layer]
-        done = (already_done or {}).get(layer, set())
+    if est.local:
+        est.prompt_tok_s, est.gen_tok_s, est.calibration = local_speed(settings.model)
+    # The same grouping as llm_extractors: one joint task for several layers read at once.
+    groups = ([(JOINT, sorted(layers))] if reads == "one" and len(layers) > 1
+              else [(TASKS[layer], [layer]) for layer in layers])
+    for task, its_layers in groups:
+        done = (already_done or {}).get(its_layers[0], set())  # the build's own test (build._extract)
         todo = [p for p in passages if p.id not in done]
-        est.already_done[layer] = len(passages) - len(todo)
-        size = max(1, batch_size or task.batch_size) if layer == "propositions" else task.batch_size
-        t_in = t_out = requests = 0
+        for layer in its_layers:
+            est.already_done[layer] = len(passages) - len(todo)
+        size = max(1, batch_size or task.batch_size) if task.layer == "propositions" else task.batch_size
+        t_in = t_out = requests = processed = 0
         for i in range(0, len(todo), size):
             batch = todo[i:i + size]
             msgs = task.messages(batch)
-            t_in += PER_REQUEST + sum(PER_MESSAGE + tokens(m["content"]) for m in msgs)
+            per_msg = [PER_MESSAGE + tokens(m["content"]) for m in msgs]
+            t_in += PER_REQUEST + sum(per_msg)
+            processed += PER_REQUEST + (sum(per_msg) if requests == 0 else per_msg[-1])
             t_out += round(sum(task.out_tokens(tokens(p.text)) for p in batch))
             requests += 1
-        est.rows.append(LayerEstimate(layer, task.paper, len(todo), requests, size, t_in, t_out))
+        est.rows.append(LayerEstimate(task.layer, task.paper, len(todo), requests, size, t_in, t_out, processed))
     return est

@@ -21,7 +21,9 @@ from ....llm import LLM, LLMCallError, LLMOutputError
 from ....trace import LLMCall
 from ....records import Extraction, Passage
 from .prompts import PROMPT_VERSION
-from .tasks import TASKS, Task
+from .tasks import JOINT, TASKS, Task
+
+READS = ("one", "per-layer")
 
 # Consecutive failed requests (after the HTTP client's own retries) that stop the build:
 # the endpoint is down, and marking every remaining passage failed would help nobody.
@@ -54,17 +56,19 @@ class UsageMeter:
 class LLMExtractor:
     name = "llm"
 
-    def __init__(self, llm: LLM, layer: str, batch_size: Optional[int] = None, retry_round: int = 0):
-        if layer not in TASKS:
+    def __init__(self, llm: LLM, layer: str, batch_size: Optional[int] = None, retry_round: int = 0,
+                 layers: Optional[Iterable[str]] = None):
+        if layer not in TASKS and layer != JOINT.layer:
             raise ValueError(f"unknown LLM extraction layer {layer!r}; choose from {', '.join(TASKS)}")
         self.llm = llm
-        self.task: Task = TASKS[layer]
-        self.layers = frozenset({layer})
+        self.task: Task = JOINT if layer == JOINT.layer else TASKS[layer]
+        # The joint task's answer fills three layers; a build that asked for two stores two.
+        self.layers = frozenset(layers or self.task.layers)
         self.batch_size = max(1, batch_size or self.task.batch_size)
         # A retry must not be answered from the response cache with the same failed answer:
         # later rounds sample (temperature 0.5) with the round as seed, a fresh cache key.
         self.retry_round = retry_round
-        self.version = f"{PROMPT_VERSION}:{llm.model}"
+        self.version = f"{PROMPT_VERSION}{'/one-read' if self.task is JOINT else ''}:{llm.model}"
         self.meter = UsageMeter()
         self.failures = 0
         self.passages_done = 0
@@ -100,7 +104,7 @@ class LLMExtractor:
 
     def summary(self) -> dict:
         m = self.meter
-        return {"layer": self.task.layer, "model": self.llm.model, "backend": self.llm.describe(),
+        return {"layer": self.task.layer, "layers": sorted(self.layers), "model": self.llm.model, "backend": self.llm.describe(),
                 "prompt_version": PROMPT_VERSION, "batch_size": self.batch_size, "retry_round": self.retry_round,
                 "passages": self.passages_done, "failed": self.failures, "calls": m.calls, "cached_calls": m.cached,
                 "repairs": m.repairs, "tokens_in": m.tokens_in, "tokens_out": m.tokens_out,
@@ -135,7 +139,14 @@ class LLMExtractor:
 
 
 def llm_extractors(llm: LLM, layers: Iterable[str], batch_size: Optional[int] = None,
-                   retry_round: int = 0) -> list[LLMExtractor]:
-    """One extractor per requested layer; `batch_size` applies to propositions (GRASP A.1.5)."""
+                   retry_round: int = 0, reads: str = "per-layer") -> list[LLMExtractor]:
+    """`reads="one"`: one request a passage fills every requested layer (the joint task);
+    `"per-layer"`: one extractor per layer, each with its paper's prompt; `batch_size`
+    applies to propositions (GRASP A.1.5)."""
+    if reads not in READS:
+        raise ValueError(f"reads must be one of {', '.join(READS)}, got {reads!r}")
+    layers = tuple(layers)
+    if reads == "one" and len(layers) > 1:
+        return [LLMExtractor(llm, JOINT.layer, retry_round=retry_round, layers=layers)]
     return [LLMExtractor(llm, layer, batch_size if layer == "propositions" else None, retry_round)
             for layer in layers]

@@ -125,3 +125,41 @@ def propositions_messages(passages: list[Passage]) -> list[dict]:
             {"role": "user", "content": numbered(PROPOSITIONS_EXAMPLE_IN)},
             {"role": "assistant", "content": json.dumps(PROPOSITIONS_EXAMPLE_OUT)},
             {"role": "user", "content": numbered(passages)}]
+
+
+# One read for all three layers (docs/llm-indexing.md, "One read"): typed entities grouped by
+# type (the type is written once, not once per entity), triples whose relation is a verb
+# phrase so that "subject relation object" reads as a proposition, and one short event
+# sentence. Measured on 10 passages, the entity list first is what keeps the triples good:
+# without it (types from spaCy instead) silver triple recall fell from 0.36 to 0.19, and
+# with the triples grouped by subject to 0.21.
+JOINT_SYSTEM = (
+    "You index an encyclopedia passage for retrieval. Answer with one JSON object with three keys:\n"
+    f'- "entities": the named things in the passage grouped by type, {{type: [names]}}, types from: {_TYPES}; '
+    "each name written in full as the passage gives it;\n"
+    '- "triples": the passage\'s facts as [subject, relation, object]; subject and object are names (replace '
+    "pronouns such as he, she, it, they with the name they stand for); the relation is a short verb phrase, "
+    'so that "subject relation object" reads as a sentence ("was born in", "is directed by");\n'
+    '- "event": one sentence of at most 25 words saying what the passage is about, keeping who, what, where '
+    "and when together, with full names."
+)
+
+JOINT_EXAMPLE_OUT = {
+    "entities": {"time": ["1952", "1958"], "location": ["King's College London", "London"],
+                 "person": ["Rosalind Franklin"], "topic": ["DNA", "double-helix structure"]},
+    "triples": [["Rosalind Franklin", "was", "a British chemist"],
+                ["Rosalind Franklin", "took X-ray photographs of", "DNA"],
+                ["Rosalind Franklin", "worked at", "King's College London"],
+                ["Rosalind Franklin", "photographed DNA in", "1952"],
+                ["Rosalind Franklin", "helped work out", "double-helix structure"],
+                ["Rosalind Franklin", "died in", "London"],
+                ["Rosalind Franklin", "died in", "1958"]],
+    "event": "British chemist Rosalind Franklin photographed DNA at King's College London in 1952, key to "
+             "its double-helix structure."}
+
+
+def joint_messages(p: Passage) -> list[dict]:
+    return [{"role": "system", "content": JOINT_SYSTEM},
+            {"role": "user", "content": passage_block(TRIPLES_EXAMPLE_IN)},
+            {"role": "assistant", "content": json.dumps(JOINT_EXAMPLE_OUT, ensure_ascii=False)},
+            {"role": "user", "content": passage_block(p)}]

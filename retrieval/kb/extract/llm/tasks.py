@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ....records import SAG_ENTITY_TYPES, EntityLink, Event, Extraction, Passage, Proposition, Triple
+from ...normalize import normalize_entity
+from ..openie_import import verbalise
 from . import prompts
 
 # Caps on list and string lengths: a small model can fall into repeating one item, or one
@@ -40,6 +42,11 @@ class Task:
     # ~215 / ~155 / ~227 completion tokens a passage for triples / event / propositions).
     out_tokens: Callable[[int], float]
     max_tokens: Callable[[int], int]  # completion budget for a batch of n passages
+    fills: tuple[str, ...] = ()       # the layers one answer fills, when more than `layer`
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        return self.fills or (self.layer,)
 
 
 def _name(x: Any) -> str:
@@ -195,3 +202,61 @@ PROPOSITIONS = Task("propositions", "GRASP §3.1, A.1.5", 10, prompts.propositio
                     max_tokens=lambda n: 200 + 700 * n)
 
 TASKS = {t.layer: t for t in (TRIPLES, EVENTS, PROPOSITIONS)}
+
+
+# --- One read for all three layers (a deviation from reading each passage three times) ------------
+# The typed entities (SAG's 11 types) serve events and propositions; the triples are GEAR's
+# layer and, verbalised, GRASP's propositions, linked to the entities they name; the event
+# sentence is SAG's. docs/llm-indexing.md "One read" has the measurement; `--reads per-layer`
+# goes back to the three papers' own prompts.
+MAX_JOINT_TRIPLES = 20
+JOINT_SCHEMA = {"type": "object", "properties": {
+    "entities": {"type": "object", "properties": {
+        t: {"type": "array", "items": _NAME, "maxItems": 15} for t in SAG_ENTITY_TYPES}},
+    "triples": {"type": "array", "items": {"type": "array", "items": _NAME, "minItems": 3, "maxItems": 3},
+                "maxItems": MAX_JOINT_TRIPLES},
+    "event": {"type": "string", "maxLength": 220}},  # ~25 words; the model otherwise copies the passage
+    "required": ["entities", "triples", "event"]}
+
+
+def _typed_entities(raw: Any) -> list[EntityLink]:
+    out: dict[str, EntityLink] = {}
+    for etype, names in (raw.items() if isinstance(raw, dict) else []):
+        for n in names if isinstance(names, list) else []:
+            if _name(n):
+                out.setdefault(_name(n), EntityLink(_name(n), etype if etype in SAG_ENTITY_TYPES else None))
+    return list(out.values())
+
+
+def _check_joint(value: Any, batch: list[Passage]) -> Any:
+    if not isinstance(value, dict) or not isinstance(value.get("triples"), list):
+        raise ValueError('expected an object with "entities", "triples" and "event"')
+    if not any(_triple(t) for t in value["triples"]):
+        raise ValueError("no usable [subject, relation, object] triple: the passage states facts, list them")
+    if len(_name(value.get("event")).split()) < 3:
+        raise ValueError('"event" must be a sentence stating what the passage is about')
+    return value
+
+
+def _parse_joint(value: dict, batch: list[Passage]) -> list[Optional[Extraction]]:
+    (ex,) = _parse_triples({"triples": value["triples"]}, batch)
+    typed = _typed_entities(value.get("entities"))
+    by_norm = {normalize_entity(e.name): e for e in typed}
+    for t in ex.triples:  # a triple's ends are entities too, typed when the entity list typed them
+        for end in (t.subject, t.object):
+            by_norm.setdefault(normalize_entity(end), EntityLink(end))
+    ex.entities = list({e.name: e for e in by_norm.values()}.values())
+    ex.events = [Event(ex.passage_id, _name(value["event"]), typed or ex.entities)]
+    ex.propositions = [
+        Proposition(ex.passage_id, verbalise(t),
+                    list({e.name: e for e in (by_norm[normalize_entity(t.subject)],
+                                              by_norm[normalize_entity(t.object)])}.values()))
+        for t in ex.triples]
+    return [ex]
+
+
+# Size model: completion tokens for a passage of n tokens, fitted on the first demo passages
+# with Qwen2.5-Coder-1.5B (docs/llm-indexing.md, "One read").
+JOINT = Task("joint", "GEAR+SAG+GRASP", 1, lambda b: prompts.joint_messages(b[0]), JOINT_SCHEMA,
+             _check_joint, _parse_joint, out_tokens=lambda n: 60 + 1.1 * n, max_tokens=lambda n: 768,
+             fills=("triples", "events", "propositions"))

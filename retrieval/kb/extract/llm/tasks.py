@@ -209,10 +209,13 @@ TASKS = {t.layer: t for t in (TRIPLES, EVENTS, PROPOSITIONS)}
 # layer and, verbalised, GRASP's propositions, linked to the entities they name; the event
 # sentence is SAG's. docs/llm-indexing.md "One read" has the measurement; `--reads per-layer`
 # goes back to the three papers' own prompts.
-MAX_JOINT_TRIPLES = 20
+# Tighter caps than the per-layer tasks': on a 1,367-character passage ("Adolescence") the 1.5B
+# model wrote one entity list until the 768-token limit, twice (the repair too), ~2 minutes lost.
+MAX_JOINT_TRIPLES = 15
+MAX_JOINT_PER_TYPE = 6
 JOINT_SCHEMA = {"type": "object", "properties": {
     "entities": {"type": "object", "properties": {
-        t: {"type": "array", "items": _NAME, "maxItems": 15} for t in SAG_ENTITY_TYPES}},
+        t: {"type": "array", "items": _NAME, "maxItems": MAX_JOINT_PER_TYPE} for t in SAG_ENTITY_TYPES}},
     "triples": {"type": "array", "items": {"type": "array", "items": _NAME, "minItems": 3, "maxItems": 3},
                 "maxItems": MAX_JOINT_TRIPLES},
     "event": {"type": "string", "maxLength": 220}},  # ~25 words; the model otherwise copies the passage
@@ -258,5 +261,5 @@ def _parse_joint(value: dict, batch: list[Passage]) -> list[Optional[Extraction]
 # Size model: completion tokens for a passage of n tokens, fitted on the first demo passages
 # with Qwen2.5-Coder-1.5B (docs/llm-indexing.md, "One read").
 JOINT = Task("joint", "GEAR+SAG+GRASP", 1, lambda b: prompts.joint_messages(b[0]), JOINT_SCHEMA,
-             _check_joint, _parse_joint, out_tokens=lambda n: 60 + 1.1 * n, max_tokens=lambda n: 768,
+             _check_joint, _parse_joint, out_tokens=lambda n: 60 + 1.1 * n, max_tokens=lambda n: 512,
              fills=("triples", "events", "propositions"))

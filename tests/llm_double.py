@@ -17,12 +17,14 @@ class ScriptedBackend:
     def __init__(self, script: dict[str, list[str]]):
         self.script = defaultdict(deque, {k: deque(v) for k, v in script.items()})
         self.requests: list[tuple[str, list[dict]]] = []
+        self.sampling: list[tuple[float, int]] = []  # (temperature, seed) of each request
 
     def describe(self) -> str:
         return "scripted test double"
 
     def complete(self, messages, *, max_tokens, temperature, seed, schema=None, name=""):
         self.requests.append((name, messages))
+        self.sampling.append((temperature, seed))
         purpose = name.replace(" (repair)", "")
         if not self.script[purpose]:
             raise AssertionError(f"the script has no more answers for {purpose!r}")

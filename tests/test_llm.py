@@ -46,6 +46,23 @@ def test_one_repair_request_then_a_clear_error():
     assert "after one repair request" in str(e.value)
 
 
+def test_an_answer_cut_off_at_the_token_limit_is_asked_again_sampling_not_shown_back():
+    looping = '{"triples": [["A", "b", "C"], ["A", "b", "C"], ["A", "b", "C"], ["A", "b'
+    llm, backend = scripted_llm({"read": [looping, '{"triples": [["A", "b", "C"]]}']})
+    msgs = [{"role": "user", "content": "x"}]
+
+    def need_triples(v):  # as the extraction tasks check: the tolerant parser finds an inner list
+        if not isinstance(v, dict) or "triples" not in v:
+            raise ValueError("expected an object with triples")
+        return v
+
+    assert llm.json(None, "read", msgs, {"type": "object"}, need_triples, max_tokens=10) == {"triples": [["A", "b", "C"]]}
+    assert backend.purposes() == ["read", "read (repair)"]
+    assert backend.requests[1][1] == msgs  # the loop is not fed back into the prompt
+    (t0, s0), (t1, s1) = backend.sampling
+    assert t1 > 0 and (t1, s1) != (t0, s0)  # greedy decoding would write the same loop again
+
+
 def test_validator_failure_also_triggers_the_repair():
     def need_answer(v):
         if "answer" not in v:

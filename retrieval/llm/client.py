@@ -150,17 +150,27 @@ class LLM:
             return _checked(reply.text, validate)
         except ValueError as e:
             first = _with_cutoff(e, reply, max_tokens)
-            repair = messages + [
-                {"role": "assistant", "content": reply.text},
-                {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a JSON "
-                                            f"value matching this schema, nothing else:\n{json.dumps(schema)}"}]
-            reply2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
+            if reply.tokens_out >= max_tokens:
+                # Cut off: a small model repeating itself. Shown its answer back it repeats again
+                # at greedy decoding (seen twice on one long passage, 2 x 512 tokens), and the
+                # answer would add its length to the prompt; ask the same question, sampling.
+                reply2 = self._complete(stage, purpose + " (repair)", messages, schema, max_tokens,
+                                        RESAMPLE_TEMPERATURE, (seed or 0) + 1)
+            else:
+                repair = messages + [
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a "
+                                                f"JSON value matching this schema, nothing else:\n{json.dumps(schema)}"}]
+                reply2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
             try:
                 return _checked(reply2.text, validate)
             except ValueError as e2:
                 second = _with_cutoff(e2, reply2, max_tokens)
                 raise LLMOutputError(f"{purpose}: the model's answer is not usable JSON ({first}); after one "
                                      f"repair request still not ({second})") from e2
+
+
+RESAMPLE_TEMPERATURE = 0.7
 
 
 def _with_cutoff(error: ValueError, reply: CachedReply, max_tokens: int) -> str:

@@ -210,7 +210,9 @@ TASKS = {t.layer: t for t in (TRIPLES, EVENTS, PROPOSITIONS)}
 # sentence is SAG's. docs/llm-indexing.md "One read" has the measurement; `--reads per-layer`
 # goes back to the three papers' own prompts.
 # Tighter caps than the per-layer tasks': on a 1,367-character passage ("Adolescence") the 1.5B
-# model wrote one entity list until the 768-token limit, twice (the repair too), ~2 minutes lost.
+# model wrote until the 768-token limit, twice (the repair too), ~2 minutes lost. It still loops
+# there at 512 (the caps bound each list and string, not their sum); a cut-off answer is now
+# asked again with sampling (LLM.json) rather than shown back to the model.
 MAX_JOINT_TRIPLES = 15
 MAX_JOINT_PER_TYPE = 6
 JOINT_SCHEMA = {"type": "object", "properties": {

@@ -262,7 +262,7 @@ def _calibrate(out: Path, plan, before: set[str], corpus: Path, questions: Optio
     print(f"estimate for these {len(new_ids)} passages: {forecast.tokens_in:,} tokens in / {forecast.tokens_out:,} out, "
           f"{forecast.local_hours() * 3600:,.0f} s; measured: {run['tokens_in']:,} / {run['tokens_out']:,}, "
           f"{run['seconds']:,.0f} s")
-    cal = calibrate(plan.llm.model, forecast, run)
+    cal = calibrate(plan.llm.model, forecast, runs)
     print(f"this machine ran {plan.llm.model} at {1 / cal['factor']:.2f}x the default speed; later estimates use that "
           f"(kept in {SPEED_FILE} in the HopTrace home)")
 

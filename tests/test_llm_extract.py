@@ -238,6 +238,32 @@ def test_estimate_of_one_read_counts_one_request_a_passage_and_the_cached_prefix
     assert est.tokens_out < per_layer.tokens_out and len(per_layer.rows) == 3
 
 
+def test_a_build_calibrates_speed_and_output_size_and_later_estimates_use_both(tmp_path, monkeypatch):
+    from retrieval.kb.extract.llm.estimate import LOCAL_GEN_TOK_S, calibrate
+
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
+    settings = LLMSettings(backend="local", model="m")
+    counter = (lambda text: len(text.split()), "words")
+    before = estimate(P, list(TASKS), settings, counter=counter, reads="one")
+    (row,) = before.rows
+    assert row.out_factor == 1.0 and before.calibration is None
+    # the model wrote 1.5x what the size model forecast, at half the default speed
+    written = round(1.5 * row.tokens_out)
+    seconds = 2 * (row.tokens_processed / before.prompt_tok_s + written / before.gen_tok_s)
+    calibrate("m", before, [{"layer": "joint", "passages": 5, "tokens_in": row.tokens_in,
+                             "tokens_out": written, "seconds": seconds, "cached_calls": 0}])
+    after = estimate(P, list(TASKS), settings, counter=counter, reads="one")
+    assert after.rows[0].out_factor == pytest.approx(1.5, abs=0.01)
+    assert after.tokens_out == pytest.approx(written, abs=2)
+    assert after.gen_tok_s == pytest.approx(LOCAL_GEN_TOK_S / 2, rel=0.01)
+    assert after.local_hours() * 3600 == pytest.approx(seconds, rel=0.01)
+    assert "joint x1.5" in after.render()
+    # a second build measures against the unscaled size model: the factor does not compound
+    calibrate("m", after, [{"layer": "joint", "passages": 5, "tokens_in": row.tokens_in,
+                            "tokens_out": written, "seconds": seconds, "cached_calls": 0}])
+    assert estimate(P, list(TASKS), settings, counter=counter, reads="one").rows[0].out_factor == pytest.approx(1.5, abs=0.01)
+
+
 def test_sample_keeps_only_answerable_questions():
     passages = [Passage(f"x{i}", f"T{i}", "text") for i in range(20)]
     qs = [Question(f"q{i}", "?", ["a"], [f"x{2 * i + 5}", f"x{2 * i + 6}"]) for i in range(5)]

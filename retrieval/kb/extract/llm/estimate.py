@@ -44,25 +44,35 @@ def local_speed(model: str) -> tuple[float, float, Optional[dict]]:
     return LOCAL_PROMPT_TOK_S / cal["factor"], LOCAL_GEN_TOK_S / cal["factor"], cal
 
 
-def calibrate(model: str, forecast: "Estimate", run: dict) -> dict:
-    """Keep how much slower (or faster) than the default rates this machine ran a real build.
+def calibrate(model: str, forecast: "Estimate", runs: list[dict]) -> dict:
+    """Keep how much slower (or faster) than the default rates this machine ran a real build,
+    and how far each task's size model missed the output this model wrote.
 
-    `forecast` is the estimate of the passages the run extracted; the run's own token counts
+    `forecast` is the estimate of the passages the runs extracted; the runs' own token counts
     replace its forecasts (repairs add prompt tokens, the size model guesses the output), so
-    the factor measures speed only. The two rates keep the defaults' ratio."""
+    `factor` measures speed only (the two rates keep the defaults' ratio). `out_factor` is,
+    per task, measured output tokens over the size model's unscaled forecast: the 20-passage
+    one-read build of 2026-11-24 wrote 32 % more than the size model said, which alone put the
+    time estimate 25 % low."""
     import json
     import time
 
+    run = {k: sum(r[k] for r in runs) for k in ("passages", "tokens_in", "tokens_out", "seconds")}
     processed = forecast.tokens_processed + max(0, run["tokens_in"] - forecast.tokens_in)
     modelled = processed / LOCAL_PROMPT_TOK_S + run["tokens_out"] / LOCAL_GEN_TOK_S
-    cal = {"factor": round(run["seconds"] / modelled, 3) if modelled else 1.0, "measured": time.strftime("%Y-%m-%d"),
-           "passages": run["passages"], "seconds": run["seconds"], "tokens_processed": processed,
-           "tokens_out": run["tokens_out"]}
     path = _speed_path()
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
+    out_factor = dict((data.get(model) or {}).get("out_factor") or {})
+    for row in forecast.rows:
+        measured = sum(r["tokens_out"] for r in runs if r.get("layer") == row.layer)
+        if measured and row.tokens_out:
+            out_factor[row.layer] = round(measured / (row.tokens_out / row.out_factor), 3)
+    cal = {"factor": round(run["seconds"] / modelled, 3) if modelled else 1.0, "measured": time.strftime("%Y-%m-%d"),
+           "passages": run["passages"], "seconds": run["seconds"], "tokens_processed": processed,
+           "tokens_out": run["tokens_out"], "out_factor": out_factor}
     data[model] = cal
     path.write_text(json.dumps(data, indent=1))
     return cal
@@ -81,6 +91,9 @@ class LayerEstimate:
     # request's KV cache, so the unchanging prefix (instructions, demonstration) of a run of
     # one task's requests is processed once and each request adds only its passages.
     tokens_processed: int = 0
+    # What the size model's forecast was multiplied by: this model's measured output over the
+    # forecast in the last embedded build (calibrate), 1.0 until one has run.
+    out_factor: float = 1.0
 
 
 @dataclass
@@ -152,7 +165,10 @@ class Estimate:
             lines.append(f"embedded model: ~{self.prompt_tok_s:.0f} tok/s prompt on the {self.tokens_processed:,} "
                          f"tokens not in llama.cpp's cached prefix, ~{self.gen_tok_s:.0f} tok/s generation ({where}): "
                          f"~{self.local_hours():,.2f} hours, ~{self.local_hours() * 3600 / n:,.1f} s a passage")
-        lines.append("output tokens are a forecast from each task's size model; repairs and retries add to all figures")
+        scaled = [f"{r.layer} x{r.out_factor:g}" for r in self.rows if r.out_factor != 1.0]
+        lines.append("output tokens are a forecast from each task's size model"
+                     + (f" scaled as this model's last build here measured ({', '.join(scaled)})" if scaled else "")
+                     + "; repairs and retries add to all figures")
         return "\n".join(lines)
 
 
@@ -189,6 +205,7 @@ def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
         for layer in its_layers:
             est.already_done[layer] = len(passages) - len(todo)
         size = max(1, batch_size or task.batch_size) if task.layer == "propositions" else task.batch_size
+        out_factor = ((est.calibration or {}).get("out_factor") or {}).get(task.layer, 1.0)
         t_in = t_out = requests = processed = 0
         for i in range(0, len(todo), size):
             batch = todo[i:i + size]
@@ -196,7 +213,8 @@ def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
             per_msg = [PER_MESSAGE + tokens(m["content"]) for m in msgs]
             t_in += PER_REQUEST + sum(per_msg)
             processed += PER_REQUEST + (sum(per_msg) if requests == 0 else per_msg[-1])
-            t_out += round(sum(task.out_tokens(tokens(p.text)) for p in batch))
+            t_out += round(out_factor * sum(task.out_tokens(tokens(p.text)) for p in batch))
             requests += 1
-        est.rows.append(LayerEstimate(task.layer, task.paper, len(todo), requests, size, t_in, t_out, processed))
+        est.rows.append(LayerEstimate(task.layer, task.paper, len(todo), requests, size, t_in, t_out, processed,
+                                      out_factor))
     return est

@@ -100,10 +100,14 @@ def _parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("silver", help="score an extractor's triples and entities against the demo's GPT-3.5 "
                                        "OpenIE triples (silver reference)")
     sv.add_argument("--extractor", default="rules", choices=["rules", "llm"])
-    sv.add_argument("--passages", type=int, default=100, help="the first N MuSiQue passages")
+    sv.add_argument("--passages", type=int, default=None,
+                    help="the first N MuSiQue passages the reference covers (default 100; with --kb, all the KB holds)")
     sv.add_argument("--reads", default="per-layer", choices=["one", "per-layer"],
                     help="with --extractor llm: per-layer scores GEAR's triple prompt; one scores the triples of "
                          "the one-read prompt that also makes events and typed entities")
+    sv.add_argument("--kb", default=None, metavar="KB",
+                    help="score the triples and entities a built KB already holds (any extractor, any sample) "
+                         "instead of extracting: its passages that the reference covers")
     sv.add_argument("--json", dest="json_out", type=Path, help="write the scores here")
     _llm_args(sv)
 
@@ -419,8 +423,11 @@ def cmd_silver(args) -> int:
     from .embed import DEFAULT_MODEL, get_embedder
     from .kb.extract.silver import evaluate
 
-    if args.passages < 1:
+    if args.passages is not None and args.passages < 1:
         raise ConfigError(f"--passages must be at least 1, got {args.passages}")
+    if args.kb:
+        return _silver_kb(args)
+    args.passages = args.passages or 100
     if args.extractor == "rules":
         from .kb.extract.rules import RulesExtractor
         extractor, what = RulesExtractor(("triples",), n_process=1), "rules (LLM-free)"
@@ -445,6 +452,32 @@ def cmd_silver(args) -> int:
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(d, indent=2))
+    return 0
+
+
+def _silver_kb(args) -> int:
+    """`hoptrace silver --kb KB`: the KB's own index against the silver reference."""
+    from .embed import DEFAULT_MODEL, get_embedder
+    from .kb.extract.silver import embedding_similarity, kb_extractions, reference_for, score
+
+    path = resolve_kb(args.kb)
+    if not path.exists():
+        raise ConfigError(f"no KB at {path} (build it first, or name an existing KB)")
+    extracted = kb_extractions(path)
+    reference = reference_for((ex.passage_id for ex in extracted), first=args.passages)
+    if not reference:
+        raise ConfigError(f"none of the {len(extracted):,} passages of {args.kb} is in the silver reference "
+                          "(the bundled MuSiQue passages with GPT-3.5 OpenIE triples)")
+    sc = score(extracted, reference, embedding_similarity(get_embedder(DEFAULT_MODEL)))
+    failed = sum(1 for ex in extracted if ex.failed and ex.passage_id in reference)
+    within = f" (of the reference's first {args.passages})" if args.passages else ""
+    print(f"KB {args.kb}: {sc.passages} of its {len(extracted):,} passages are in the silver reference{within} "
+          f"({sc.reference_triples} triples, {sc.reference_entities} entities){f'; {failed} failed, not scored' if failed else ''}:")
+    print(f"  entity recall {sc.entity_recall:.3f} · triple recall {sc.triple_recall:.3f} · precision "
+          f"{sc.precision:.3f} ({sc.extracted_triples} triples in the KB)")
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps({"kb": str(path), **sc.as_dict()}, indent=2))
     return 0
 
 

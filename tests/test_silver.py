@@ -58,3 +58,20 @@ def test_with_the_real_embedder_paraphrased_predicates_match(embedder):
     sim = embedding_similarity(embedder)
     s = sim(["was founded by", "born in"], ["founded by", "died in"])
     assert s[0] > 0.8 and s[0] > s[1]
+
+
+def test_a_kb_built_from_the_reference_scores_full_marks_and_a_missing_kb_is_named(small_kb, capsys):
+    """`hoptrace silver --kb` reads a built KB's own triples and entities; the small KB's
+    triples are the GPT-3.5 OpenIE file itself, so every reference triple is found."""
+    import json
+
+    from retrieval.cli import main
+
+    out = small_kb.parent / "silver.json"
+    assert main(["silver", "--kb", str(small_kb), "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["passages"] == 80 and got["reference_triples"] > 300
+    assert got["triple_recall"] == 1.0 and got["precision"] == 1.0 and got["entity_recall"] == 1.0
+    assert "80 of its 80 passages are in the silver reference" in capsys.readouterr().out
+    assert main(["silver", "--kb", str(small_kb.parent / "nope.sqlite")]) == 2
+    assert "no KB at" in capsys.readouterr().err

@@ -15,7 +15,7 @@ triples matched / reference triples; precision = extracted triples that matched 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -125,12 +125,33 @@ def embedding_similarity(embedder) -> Callable[[list[str], list[str]], np.ndarra
     return sim
 
 
-def evaluate(extractor, n_passages: int, embedder, dataset: str = "musique") -> tuple[SilverScore, float]:
-    """Run `extractor` on the first n passages of a bundled dataset that ships an OpenIE file
-    and score it against that file. Returns the score and the seconds extraction took."""
-    import time
+def kb_extractions(path) -> list[Extraction]:
+    """A built KB's triples and entities per passage, as the extractions that made them: so an
+    index already built (by any extractor, on any sample) is scored without extracting again.
+    Passages whose triples layer failed are marked failed (the scorer skips them)."""
+    from ..db import connect
+    from ...records import EntityLink
 
-    from ...corpus import load_corpus
+    con = connect(path, readonly=True)
+    try:
+        out = {pid: Extraction(pid) for (pid,) in con.execute("SELECT id FROM passages ORDER BY rowid")}
+        for pid, s, p, o in con.execute("SELECT p.id, t.subject, t.predicate, t.object FROM triples t "
+                                        "JOIN passages p ON p.rowid = t.passage_rowid ORDER BY t.rowid"):
+            out[pid].triples.append(Triple(s, p, o, pid))
+        for pid, name, etype in con.execute("SELECT p.id, e.name, e.type FROM entity_passages ep "
+                                            "JOIN entities e ON e.rowid = ep.entity_rowid "
+                                            "JOIN passages p ON p.rowid = ep.passage_rowid"):
+            out[pid].entities.append(EntityLink(name, etype))
+        for pid, reason in con.execute("SELECT p.id, s.reason FROM extraction_state s JOIN passages p "
+                                       "ON p.rowid = s.passage_rowid WHERE s.layer = 'triples' AND s.status = 'failed'"):
+            out[pid].failed = reason or "failed"
+    finally:
+        con.close()
+    return list(out.values())
+
+
+def _reference(dataset: str):
+    """The dataset's corpus path and its OpenIE file as an extractor (the silver reference)."""
     from ...datasets import get_dataset
     from ...errors import ConfigError
     from .openie_import import OpenIEImport
@@ -138,8 +159,31 @@ def evaluate(extractor, n_passages: int, embedder, dataset: str = "musique") -> 
     ds = get_dataset(dataset)
     if ds.openie is None:
         raise ConfigError(f"dataset {dataset} ships no OpenIE file to use as the silver reference")
-    reference_extractor = OpenIEImport(ds.openie)
-    passages = [p for p in load_corpus(ds.corpus) if p.id in reference_extractor.by_id][:n_passages]
+    return ds.corpus, OpenIEImport(ds.openie)
+
+
+def reference_for(passage_ids: Iterable[str], dataset: str = "musique",
+                  first: Optional[int] = None) -> dict[str, Extraction]:
+    """The silver reference extractions of those passages that the dataset's OpenIE file covers;
+    with `first`, only among the first that many it covers (the passages `evaluate` would take)."""
+    from ...corpus import load_corpus
+
+    corpus, reference_extractor = _reference(dataset)
+    wanted = set(passage_ids)
+    covered = [p for p in load_corpus(corpus) if p.id in reference_extractor.by_id]
+    passages = [p for p in covered[:first] if p.id in wanted]
+    return {ex.passage_id: ex for ex in reference_extractor.extract(passages)}
+
+
+def evaluate(extractor, n_passages: int, embedder, dataset: str = "musique") -> tuple[SilverScore, float]:
+    """Run `extractor` on the first n passages of a bundled dataset that ships an OpenIE file
+    and score it against that file. Returns the score and the seconds extraction took."""
+    import time
+
+    from ...corpus import load_corpus
+
+    corpus, reference_extractor = _reference(dataset)
+    passages = [p for p in load_corpus(corpus) if p.id in reference_extractor.by_id][:n_passages]
     reference = {ex.passage_id: ex for ex in reference_extractor.extract(passages)}
     t0 = time.perf_counter()
     extracted = list(extractor.extract(passages))

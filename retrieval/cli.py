@@ -447,11 +447,16 @@ def cmd_silver(args) -> int:
          **sc.as_dict()}
     print(f"{what} on {sc.passages} passages, against GPT-3.5 OpenIE ({sc.reference_triples} triples, "
           f"{sc.reference_entities} entities):")
+    return _silver_report(sc, f"extracted) · {d['seconds_per_passage']} s a passage", d, args.json_out)
+
+
+def _silver_report(sc, tail: str, record: dict, json_out: Optional[Path]) -> int:
+    """The scores line both `silver` forms print, and their JSON record."""
     print(f"  entity recall {sc.entity_recall:.3f} · triple recall {sc.triple_recall:.3f} · precision "
-          f"{sc.precision:.3f} ({sc.extracted_triples} triples extracted) · {d['seconds_per_passage']} s a passage")
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(d, indent=2))
+          f"{sc.precision:.3f} ({sc.extracted_triples} triples {tail}")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(record, indent=2))
     return 0
 
 
@@ -473,12 +478,7 @@ def _silver_kb(args) -> int:
     within = f" (of the reference's first {args.passages})" if args.passages else ""
     print(f"KB {args.kb}: {sc.passages} of its {len(extracted):,} passages are in the silver reference{within} "
           f"({sc.reference_triples} triples, {sc.reference_entities} entities){f'; {failed} failed, not scored' if failed else ''}:")
-    print(f"  entity recall {sc.entity_recall:.3f} · triple recall {sc.triple_recall:.3f} · precision "
-          f"{sc.precision:.3f} ({sc.extracted_triples} triples in the KB)")
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps({"kb": str(path), **sc.as_dict()}, indent=2))
-    return 0
+    return _silver_report(sc, "in the KB)", {"kb": str(path), **sc.as_dict()}, args.json_out)
 
 
 def cmd_record_showcase(args) -> int:

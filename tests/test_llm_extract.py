@@ -128,7 +128,7 @@ def test_one_read_build_sends_one_request_a_passage_and_fills_every_layer(tmp_pa
     assert rows(kb, "SELECT count(*) FROM events")[0][0] == 3
     assert rows(kb, "SELECT count(*) FROM propositions")[0][0] == 6
     assert rows(kb, "SELECT type FROM entities WHERE name='City 2'") == [("location",)]
-    assert {r[0] for r in rows(kb, "SELECT extractor FROM extraction_state")} == {"llm@1/one-read:scripted-test-double"}
+    assert {r[0] for r in rows(kb, "SELECT extractor FROM extraction_state")} == {"llm@1/one-read2:scripted-test-double"}
     # a single layer asked of the LLM keeps its paper's own prompt
     assert [e.task.layer for e in llm_extractors(llm, ["triples"], reads="one")] == ["triples"]
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..paths import home
+from .compact import unmark
 from .errors import LLMCallError, LLMUnavailable
 from .settings import LLMSettings
 
@@ -49,6 +50,7 @@ class OpenAICompatible:
         return self.label
 
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
+        schema = unmark(schema)  # the compact mark is for our embedded server only
         if schema is None or self._format_mode == "none":
             return None
         if self._format_mode == "json_schema":
@@ -232,7 +234,8 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
         # llama-cpp-python turns a JSON schema inside json_object into a grammar, so even a
-        # 0.5B model can only emit JSON of the requested shape.
+        # 0.5B model can only emit JSON of the requested shape. A compact mark stays: our child
+        # process reads it (compact.py).
         if schema is None:
             return None
         return {"type": "json_object", "schema": schema}

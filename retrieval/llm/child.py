@@ -75,6 +75,8 @@ def main() -> None:
     slim_prompt_states()
     from .sampling import install as fast_grammar_sampling
     fast_grammar_sampling()
+    from .compact import install as compact_json_grammars
+    compact_json_grammars()
     from llama_cpp.server.__main__ import main as serve
 
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]

@@ -17,6 +17,7 @@ from ..paths import home
 from ..trace import LLMCall, Stage
 from .backends import RawReply, make_backend
 from .cache import CachedReply, ResponseCache, cache_key
+from .compact import unmark
 from .errors import LLMOutputError
 from .jsonparse import parse_json
 from .settings import LLMSettings
@@ -160,7 +161,7 @@ class LLM:
                 repair = messages + [
                     {"role": "assistant", "content": reply.text},
                     {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a "
-                                                f"JSON value matching this schema, nothing else:\n{json.dumps(schema)}"}]
+                                                f"JSON value matching this schema, nothing else:\n{json.dumps(unmark(schema))}"}]
                 reply2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
             try:
                 return _checked(reply2.text, validate)

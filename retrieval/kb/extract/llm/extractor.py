@@ -20,7 +20,7 @@ from typing import Iterable, Iterator, Optional
 from ....llm import LLM, LLMCallError, LLMOutputError
 from ....trace import LLMCall
 from ....records import Extraction, Passage
-from .prompts import PROMPT_VERSION
+from .prompts import JOINT_VERSION, PROMPT_VERSION
 from .tasks import JOINT, TASKS, Task
 
 READS = ("one", "per-layer")
@@ -68,7 +68,7 @@ class LLMExtractor:
         # A retry must not be answered from the response cache with the same failed answer:
         # later rounds sample (temperature 0.5) with the round as seed, a fresh cache key.
         self.retry_round = retry_round
-        self.version = f"{PROMPT_VERSION}{'/one-read' if self.task is JOINT else ''}:{llm.model}"
+        self.version = f"{PROMPT_VERSION}{'/one-read' + JOINT_VERSION if self.task is JOINT else ''}:{llm.model}"
         self.meter = UsageMeter()
         self.failures = 0
         self.passages_done = 0

@@ -7,7 +7,8 @@
 - propositions: GRASP §3.1 and A.1.5 (atomic self-contained propositions and typed
   entities in one call, entities linked to propositions by index, several passages per call).
 
-Bump PROMPT_VERSION whenever a prompt changes: the KB records it with every passage.
+Bump PROMPT_VERSION whenever a per-layer prompt changes, JOINT_VERSION when the one-read prompt
+or its output format does: the KB records them with every passage.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import json
 from ....records import SAG_ENTITY_TYPES, Passage
 
 PROMPT_VERSION = "1"
+JOINT_VERSION = "2"  # 2: compact JSON, no spaces between tokens (retrieval/llm/compact.py)
 
 _TYPES = ", ".join(SAG_ENTITY_TYPES)
 
@@ -161,5 +163,6 @@ JOINT_EXAMPLE_OUT = {
 def joint_messages(p: Passage) -> list[dict]:
     return [{"role": "system", "content": JOINT_SYSTEM},
             {"role": "user", "content": passage_block(TRIPLES_EXAMPLE_IN)},
-            {"role": "assistant", "content": json.dumps(JOINT_EXAMPLE_OUT, ensure_ascii=False)},
+            # Written as the grammar will make the model write it: no spaces between JSON tokens.
+            {"role": "assistant", "content": json.dumps(JOINT_EXAMPLE_OUT, ensure_ascii=False, separators=(",", ":"))},
             {"role": "user", "content": passage_block(p)}]

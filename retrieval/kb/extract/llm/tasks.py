@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from ....records import SAG_ENTITY_TYPES, EntityLink, Event, Extraction, Passage, Proposition, Triple
 from ...normalize import normalize_entity
+from ....llm import compact
 from ..openie_import import verbalise
 from . import prompts
 
@@ -262,6 +263,6 @@ def _parse_joint(value: dict, batch: list[Passage]) -> list[Optional[Extraction]
 
 # Size model: completion tokens for a passage of n tokens, fitted on the first demo passages
 # with Qwen2.5-Coder-1.5B (docs/llm-indexing.md, "One read").
-JOINT = Task("joint", "GEAR+SAG+GRASP", 1, lambda b: prompts.joint_messages(b[0]), JOINT_SCHEMA,
+JOINT = Task("joint", "GEAR+SAG+GRASP", 1, lambda b: prompts.joint_messages(b[0]), compact.mark(JOINT_SCHEMA),
              _check_joint, _parse_joint, out_tokens=lambda n: 60 + 1.1 * n, max_tokens=lambda n: 512,
              fills=("triples", "events", "propositions"))

@@ -150,8 +150,10 @@ def kb_extractions(path) -> list[Extraction]:
     return list(out.values())
 
 
-def _reference(dataset: str):
-    """The dataset's corpus path and its OpenIE file as an extractor (the silver reference)."""
+def _covered(dataset: str):
+    """The dataset's passages that its OpenIE file covers, in corpus order, and that file as an
+    extractor (the silver reference)."""
+    from ...corpus import load_corpus
     from ...datasets import get_dataset
     from ...errors import ConfigError
     from .openie_import import OpenIEImport
@@ -159,18 +161,16 @@ def _reference(dataset: str):
     ds = get_dataset(dataset)
     if ds.openie is None:
         raise ConfigError(f"dataset {dataset} ships no OpenIE file to use as the silver reference")
-    return ds.corpus, OpenIEImport(ds.openie)
+    reference_extractor = OpenIEImport(ds.openie)
+    return [p for p in load_corpus(ds.corpus) if p.id in reference_extractor.by_id], reference_extractor
 
 
 def reference_for(passage_ids: Iterable[str], dataset: str = "musique",
                   first: Optional[int] = None) -> dict[str, Extraction]:
     """The silver reference extractions of those passages that the dataset's OpenIE file covers;
     with `first`, only among the first that many it covers (the passages `evaluate` would take)."""
-    from ...corpus import load_corpus
-
-    corpus, reference_extractor = _reference(dataset)
+    covered, reference_extractor = _covered(dataset)
     wanted = set(passage_ids)
-    covered = [p for p in load_corpus(corpus) if p.id in reference_extractor.by_id]
     passages = [p for p in covered[:first] if p.id in wanted]
     return {ex.passage_id: ex for ex in reference_extractor.extract(passages)}
 
@@ -180,10 +180,8 @@ def evaluate(extractor, n_passages: int, embedder, dataset: str = "musique") -> 
     and score it against that file. Returns the score and the seconds extraction took."""
     import time
 
-    from ...corpus import load_corpus
-
-    corpus, reference_extractor = _reference(dataset)
-    passages = [p for p in load_corpus(corpus) if p.id in reference_extractor.by_id][:n_passages]
+    covered, reference_extractor = _covered(dataset)
+    passages = covered[:n_passages]
     reference = {ex.passage_id: ex for ex in reference_extractor.extract(passages)}
     t0 = time.perf_counter()
     extracted = list(extractor.extract(passages))

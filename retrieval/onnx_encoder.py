@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# After a run, ONNX Runtime's pool threads spin for more work. A build or a bench runs one
+# encoding after another and gains from it; a serving app does not: between two visitors'
+# queries the spinning thread held the second core while the web server rendered (issue 17
+# item 9). The app turns it off before its first encoder loads (`serving_mode`).
+_SPIN = {"allow": True}
+
+
+def serving_mode() -> None:
+    """Encoders loaded from now on let their pool threads sleep as soon as a run ends."""
+    _SPIN["allow"] = False
 
 
 class OnnxEncoder:
@@ -51,6 +61,8 @@ class OnnxEncoder:
                 _export(embedder, path)
             opts = ort.SessionOptions()
             opts.log_severity_level = 3
+            if not _SPIN["allow"]:
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # any failure here only costs speed
             log.warning("ONNX encoder unavailable (%s); using torch", e)

@@ -51,3 +51,28 @@ def test_shared_queries_encode_a_text_once_per_request(embedder, monkeypatch):
     assert request.dim == embedder.dim  # everything else is the wrapped embedder's
     SharedQueries(embedder).encode_query(Q)  # the next request encodes afresh
     assert calls == [Q, Q]
+
+
+def test_a_serving_apps_encoder_lets_its_threads_sleep_and_a_builds_spins(embedder, monkeypatch):
+    """ui.app.main calls serving_mode: its ONNX sessions turn pool-thread spinning off
+    (issue 17 item 9); an encoder made outside the app keeps ONNX Runtime's default."""
+    from retrieval import onnx_encoder
+    from retrieval.embed import Embedder
+
+    key = "session.intra_op.allow_spinning"
+    embedder.encode(["load the ONNX encoder"])
+    building = embedder._onnx_encoder().session.get_session_options()
+    assert not _has_entry(building, key) or building.get_session_config_entry(key) != "0"
+    monkeypatch.setattr(onnx_encoder, "_SPIN", {"allow": True})
+    onnx_encoder.serving_mode()
+    serving = Embedder(embedder.name)._onnx_encoder()
+    assert serving is not None
+    assert serving.session.get_session_options().get_session_config_entry(key) == "0"
+
+
+def _has_entry(options, key: str) -> bool:
+    try:
+        options.get_session_config_entry(key)
+        return True
+    except Exception:  # ONNX Runtime raises for a key that was never set
+        return False

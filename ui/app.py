@@ -21,7 +21,7 @@ from retrieval.errors import HopTraceError
 from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
-from retrieval import showcase as showcase_mod
+from retrieval import onnx_encoder, showcase as showcase_mod
 from traces.store import TraceStore
 
 from . import render
@@ -473,6 +473,7 @@ def _session_url(session_id: str) -> str:
 def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None,
          public: bool | None = None) -> None:
     t0 = time.time()
+    onnx_encoder.serving_mode()
     ensure_demo()
     state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public))
     state.start_llm()

@@ -28,12 +28,13 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # encoding after another and gains from it; a serving app does not: between two visitors'
 # queries the spinning thread held the second core while the web server rendered (issue 17
 # item 9). The app turns it off before its first encoder loads (`serving_mode`).
-_SPIN = {"allow": True}
+_allow_spinning = True
 
 
 def serving_mode() -> None:
     """Encoders loaded from now on let their pool threads sleep as soon as a run ends."""
-    _SPIN["allow"] = False
+    global _allow_spinning
+    _allow_spinning = False
 
 
 class OnnxEncoder:
@@ -61,7 +62,7 @@ class OnnxEncoder:
                 _export(embedder, path)
             opts = ort.SessionOptions()
             opts.log_severity_level = 3
-            if not _SPIN["allow"]:
+            if not _allow_spinning:
                 opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # any failure here only costs speed

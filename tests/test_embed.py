@@ -63,7 +63,7 @@ def test_a_serving_apps_encoder_lets_its_threads_sleep_and_a_builds_spins(embedd
     embedder.encode(["load the ONNX encoder"])
     building = embedder._onnx_encoder().session.get_session_options()
     assert not _has_entry(building, key) or building.get_session_config_entry(key) != "0"
-    monkeypatch.setattr(onnx_encoder, "_SPIN", {"allow": True})
+    monkeypatch.setattr(onnx_encoder, "_allow_spinning", True)
     onnx_encoder.serving_mode()
     serving = Embedder(embedder.name)._onnx_encoder()
     assert serving is not None

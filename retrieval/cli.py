@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
                         "--kb es+http://HOST:9200/PREFIX with ask, bench and the app")
     b.add_argument("--embed-model", default=None, help="all-MiniLM-L6-v2 (default) | all-mpnet-base-v2")
     _llm_args(b)
+    _draft_arg(b)
     b.add_argument("--quiet", action="store_true")
 
     a = sub.add_parser("ask", help="run one method on one question and print its stages")
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                          "instead of extracting: its passages that the reference covers")
     sv.add_argument("--json", dest="json_out", type=Path, help="write the scores here")
     _llm_args(sv)
+    _draft_arg(sv)
 
     rs = sub.add_parser("record-showcase", help="record the LLM methods' full traces on a few demo questions, "
                                                "for the app to open instantly (re-run after a prompt change)")
@@ -155,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _draft_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--draft-tokens", type=int, default=None, metavar="N",
+                   help="embedded model only: tokens guessed from the passage and checked in one pass while "
+                        "extracting (prompt-lookup drafts, 0 = off; default 3, env HOPTRACE_DRAFT_TOKENS)")
+
+
 def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", default=None,
                    help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
@@ -193,8 +201,9 @@ def cmd_build(args) -> int:
         raise ConfigError("--estimate prices LLM extraction: use it with --extractor llm")
     llm = None
     if args.extractor == "llm":
+        from .kb.extract.llm import extraction_settings
         from .llm import LLMSettings
-        llm = LLMSettings.parse(args.llm, args.llm_model)
+        llm = extraction_settings(LLMSettings.parse(args.llm, args.llm_model), args.draft_tokens)
     if args.demo or args.dataset:
         ds = get_dataset(args.dataset or "musique")
         out, name = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
@@ -266,7 +275,7 @@ def _calibrate(out: Path, plan, before: set[str], corpus: Path, questions: Optio
     print(f"estimate for these {len(new_ids)} passages: {forecast.tokens_in:,} tokens in / {forecast.tokens_out:,} out, "
           f"{forecast.local_hours() * 3600:,.0f} s; measured: {run['tokens_in']:,} / {run['tokens_out']:,}, "
           f"{run['seconds']:,.0f} s")
-    cal = calibrate(plan.llm.model, forecast, runs)
+    cal = calibrate(plan.llm.speed_key, forecast, runs)
     print(f"this machine ran {plan.llm.model} at {1 / cal['factor']:.2f}x the default speed; later estimates use that "
           f"(kept in {SPEED_FILE} in the HopTrace home)")
 
@@ -432,9 +441,9 @@ def cmd_silver(args) -> int:
         from .kb.extract.rules import RulesExtractor
         extractor, what = RulesExtractor(("triples",), n_process=1), "rules (LLM-free)"
     else:
-        from .kb.extract.llm import llm_extractors
+        from .kb.extract.llm import extraction_settings, llm_extractors
         from .llm import LLMSettings, get_llm
-        llm = get_llm(LLMSettings.parse(args.llm, args.llm_model))
+        llm = get_llm(extraction_settings(LLMSettings.parse(args.llm, args.llm_model), args.draft_tokens))
         if llm is None:
             raise ConfigError("--extractor llm needs an LLM (--llm local, openai or a URL)")
         if args.reads == "one":  # the joint prompt, scored on its triples

@@ -174,22 +174,25 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
     @classmethod
     def shared(cls, settings: LLMSettings) -> "EmbeddedLlamaCpp":
-        """One server per model per process, started on first use."""
+        """One server per model (and draft setting) per process, started on first use."""
         with cls._lock:
-            srv = cls._servers.get(settings.model)
+            srv = cls._servers.get(settings.speed_key)
             if srv is None or (srv.proc and srv.proc.poll() is not None):
                 srv = cls(settings)
                 srv.start()
-                cls._servers[settings.model] = srv
+                cls._servers[settings.speed_key] = srv
             return srv
 
-    def start(self, wait_s: float = 180.0) -> None:
+    def server_command(self) -> list[str]:
+        """The child's command line (retrieval.llm.child, then llama_cpp.server's flags)."""
         threads = str(max(1, min(os.cpu_count() or 2, 8)))
-        log = open(home() / "llama_server.log", "ab")
         cmd = [sys.executable, "-m", "retrieval.llm.child", str(os.getpid()), "--model", str(self.gguf), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,
                "--n_threads_batch", threads, "--model_alias", self.model, "--verbose", "False",
                *SERVER_FLAGS]
+        if self.settings.draft_tokens > 0:  # the child swaps in lookup.PromptLookupDraft
+            cmd += ["--draft_model", "prompt-lookup-decoding",
+                    "--draft_model_num_pred_tokens", str(self.settings.draft_tokens)]
         if self.settings.prompt_cache_mb > 0:
             # Without it llama.cpp reuses only the previous request's prefix; the agents alternate
             # between steps (read, reason, rewrite), so each step's fixed instructions would be
@@ -197,6 +200,11 @@ class EmbeddedLlamaCpp(OpenAICompatible):
             # longest matching prefix.
             cmd += ["--cache", "True", "--cache_type", "ram",
                     "--cache_size", str(self.settings.prompt_cache_mb << 20)]
+        return cmd
+
+    def start(self, wait_s: float = 180.0) -> None:
+        log = open(home() / "llama_server.log", "ab")
+        cmd = self.server_command()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         atexit.register(self.stop)
         t0 = time.time()

@@ -77,6 +77,8 @@ def main() -> None:
     fast_grammar_sampling()
     from .compact import install as compact_json_grammars
     compact_json_grammars()
+    from .lookup import install as prompt_lookup_drafts
+    prompt_lookup_drafts()
     from llama_cpp.server.__main__ import main as serve
 
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]

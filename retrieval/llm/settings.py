@@ -8,6 +8,7 @@ Spec strings (`--llm` / HOPTRACE_LLM):
   http(s)://host:port/v1     any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, HF router)
 For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
 HOPTRACE_LLM_CACHE=0 bypasses the response cache (to time real calls).
+HOPTRACE_DRAFT_TOKENS=N sets the embedded server's prompt-lookup drafts (lookup.py; 0 = off).
 """
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ class LLMSettings:
     n_ctx: int = 16384
     # llama.cpp's prompt-state cache (RAM) for the embedded server; 0 turns it off.
     prompt_cache_mb: int = 1024
+    # Prompt-lookup drafts of the embedded server (lookup.py): up to this many tokens guessed
+    # from the request and checked in one pass; 0 = off. Off for the methods (their recall was
+    # measured without; a draft changes the rounding and so, sometimes, a greedy pick);
+    # `hoptrace build` turns it on for extraction (BUILD_DRAFT_TOKENS).
+    draft_tokens: int = 0
+
+    @property
+    def speed_key(self) -> str:
+        """What a measured writing speed belongs to: the model, and drafts if on."""
+        return f"{self.model}+draft{self.draft_tokens}" if self.draft_tokens else self.model
 
     @property
     def max_concurrency(self) -> int:
@@ -71,4 +82,10 @@ class LLMSettings:
             raise LLMUnavailable(f"unknown LLM spec {spec!r}; use local, local:MODEL, none, openai or an http(s) URL")
         if os.environ.get("HOPTRACE_LLM_CACHE", "1").lower() in ("0", "off", "false", "no"):
             s = replace(s, cache=False)
-        return replace(s, **overrides) if overrides else s
+        s = replace(s, **overrides) if overrides else s
+        draft = os.environ.get("HOPTRACE_DRAFT_TOKENS", "").strip()
+        if draft:  # the environment wins over code defaults, as for the cache
+            if not draft.isdigit() or int(draft) > 15:
+                raise LLMUnavailable(f"HOPTRACE_DRAFT_TOKENS must be a whole number 0..15, got {draft!r}")
+            s = replace(s, draft_tokens=int(draft))
+        return s

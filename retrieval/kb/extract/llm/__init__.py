@@ -1,10 +1,34 @@
 """LLM extraction for `hoptrace build --extractor llm`: GEAR triples, SAG events and GRASP
 propositions, each with typed entities (prompts.py, tasks.py), run by extractor.py and
 priced before any call by estimate.py."""
+import os
+from dataclasses import replace
+from typing import Optional
+
 from .estimate import Estimate, estimate
 from .extractor import LLMExtractor, UsageMeter, llm_extractors
 from .tasks import TASKS
 
 LAYERS = tuple(TASKS)
 
-__all__ = ["LAYERS", "Estimate", "LLMExtractor", "TASKS", "UsageMeter", "estimate", "llm_extractors"]
+# Prompt-lookup drafts for extraction on the embedded model (retrieval/llm/lookup.py): a
+# triple copies its names from the passage, so several guessed tokens are often right. 3 was
+# the fastest of 2, 3, 4, 6 and 8 on the same passages (docs/llm-indexing.md).
+BUILD_DRAFT_TOKENS = 3
+
+
+def extraction_settings(settings, draft_tokens: Optional[int] = None):
+    """The LLM settings an extraction runs with: `--draft-tokens` if given, else
+    HOPTRACE_DRAFT_TOKENS if set, else BUILD_DRAFT_TOKENS for the embedded model."""
+    if settings is None or settings.backend != "local":
+        return settings
+    if draft_tokens is not None:
+        if not 0 <= draft_tokens <= 15:
+            from ....errors import ConfigError
+            raise ConfigError(f"--draft-tokens must be 0..15, got {draft_tokens}")
+        return replace(settings, draft_tokens=draft_tokens)
+    if os.environ.get("HOPTRACE_DRAFT_TOKENS", "").strip():
+        return settings
+    return replace(settings, draft_tokens=BUILD_DRAFT_TOKENS)
+
+__all__ = ["BUILD_DRAFT_TOKENS", "LAYERS", "extraction_settings", "Estimate", "LLMExtractor", "TASKS", "UsageMeter", "estimate", "llm_extractors"]

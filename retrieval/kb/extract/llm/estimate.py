@@ -195,7 +195,7 @@ def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
 
     est = Estimate(settings.model, label, price_in=price_in, price_out=price_out, local=settings.backend == "local")
     if est.local:
-        est.prompt_tok_s, est.gen_tok_s, est.calibration = local_speed(settings.model)
+        est.prompt_tok_s, est.gen_tok_s, est.calibration = local_speed(settings.speed_key)
     # The same grouping as llm_extractors: one joint task for several layers read at once.
     groups = ([(JOINT, sorted(layers))] if reads == "one" and len(layers) > 1
               else [(TASKS[layer], [layer]) for layer in layers])

@@ -1,5 +1,6 @@
 """The Ask tab's stream: stages that finish together go out as one update, every stage arrives,
-and a finished stage is rendered once however many updates follow."""
+a finished stage is rendered once however many updates follow, and nothing is rendered while
+LLM-free methods run."""
 from __future__ import annotations
 
 import shutil
@@ -22,6 +23,7 @@ def _state(small_kb, tmp_path) -> AppState:
 def test_stages_closer_than_the_gap_go_out_together(small_kb, small_corpus, tmp_path, monkeypatch):
     state = _state(small_kb, tmp_path)
     question = small_corpus[1][0].text
+    monkeypatch.setattr(ask, "MAX_FAST_HOLD_S", 0.0)  # as for stages of LLM methods, which are never held
     monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 60.0)  # nothing is that far apart here
     updates = list(ask.run_side_by_side(state, "streamkb", question, ["bm25", "griever"], 5))
     final = updates[-1]
@@ -36,12 +38,26 @@ def test_stages_closer_than_the_gap_go_out_together(small_kb, small_corpus, tmp_
     assert len(each) > 5  # with no gap, updates follow the stages
 
 
+def test_no_update_is_rendered_while_llm_free_methods_run(small_kb, small_corpus, tmp_path, monkeypatch):
+    """Rendering beside a timed method slowed it (issue 17 item 9): their columns go out
+    together once the lane is done, well within the hold."""
+    state = _state(small_kb, tmp_path)
+    monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 0.0)
+    monkeypatch.setattr(ask, "MAX_FAST_HOLD_S", 30.0)
+    updates = list(ask.run_side_by_side(state, "streamkb", small_corpus[1][0].text,
+                                        ["bm25", "dense", "composed", "griever"], 5))
+    assert len(updates) == 1 and updates[0].done, [u.done for u in updates]
+    assert all(r.status == "ok" for r in updates[0].runs.values())
+    assert len(updates[0].stages["griever"]) > 10
+
+
 def test_a_finished_stage_is_rendered_once(small_kb, small_corpus, tmp_path, monkeypatch):
     state = _state(small_kb, tmp_path)
     calls = []
     real = render.stage_html
     monkeypatch.setattr(render, "stage_html", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 0.0)
+    monkeypatch.setattr(ask, "MAX_FAST_HOLD_S", 0.0)
     from ui.app import _columns
 
     html = ""

@@ -28,6 +28,13 @@ MIN_UPDATE_GAP_S = 0.2
 # requests in flight, up to MAX_UPDATE_GAP_S, so the server does no more update work under
 # load than alone. A visitor still sees a column move at least every MAX_UPDATE_GAP_S.
 MAX_UPDATE_GAP_S = 2.0
+# No update goes out while the request's LLM-free methods run (they take ~1-50 ms each): an
+# update renders every column in this thread, and rendering beside a method takes the GIL its
+# native calls (ONNX, SQLite) must get back. Measured with `bench-app --users 1 --solo 30`
+# (issue 17 item 9): dense showed 9.8 ms before, 7.8-8.4 after, against its `bench` p50 of 3.3;
+# the rest is the encoder after an idle spell (docs/profiles.md). A lane queued behind other
+# requests holds updates back at most this long.
+MAX_FAST_HOLD_S = 0.5
 _in_flight = [0]
 _in_flight_lock = threading.Lock()
 
@@ -122,17 +129,30 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
         _in_flight[0] += 1
     try:
         remaining = set(methods)
+        fast_left = set(fast)  # while any runs (up to hold_until), updates wait
+        hold_until = time.time() + MAX_FAST_HOLD_S if fast else 0.0
         deadline = time.time() + 900  # GEAR with a 1.5B model on 2 cores: up to ~3 min a question
         pending, last_yield = False, 0.0  # an update not yet sent, and when the last one went
         gap = update_gap()
+
+        def holding() -> bool:
+            return bool(fast_left) and time.time() < hold_until
+
         while remaining:
-            wait = 1.0 if not pending else max(0.0, last_yield + gap - time.time())
+            if not pending:
+                wait = 1.0
+            elif holding():
+                wait = max(0.0, hold_until - time.time())
+            else:
+                wait = max(0.0, last_yield + gap - time.time())
             try:
                 name, item = events.get(timeout=wait)
             except queue.Empty:
-                if pending:
+                if pending and not holding():
                     pending, last_yield = False, time.time()
                     yield prog
+                    continue
+                if pending:
                     continue
                 if time.time() < deadline:
                     if prog.live:  # a long LLM read sends no event for seconds: refresh its clock
@@ -147,6 +167,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
                     batch.append(events.get_nowait())
                 except queue.Empty:
                     break
+            fast_were_running = bool(fast_left)
             for name, item in batch:
                 if isinstance(item, _Live):
                     prog.live[name] = item.stage
@@ -161,9 +182,13 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
                     prog.stages[name] = run.stages or prog.stages[name]
                     prog.live.pop(name, None)
                     remaining.discard(name)
+                    fast_left.discard(name)
             if remaining:
                 pending, gap = True, update_gap()
-                if time.time() - last_yield >= gap:
+                if holding():
+                    continue
+                # The LLM-free lane just finished: show its columns now, not a gap later.
+                if time.time() - last_yield >= gap or (fast_were_running and not fast_left):
                     pending, last_yield = False, time.time()
                     yield prog
     finally:

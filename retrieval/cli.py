@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--answer", action="store_true", help="add EM and F1 of the shared answer step (needs an LLM)")
     be.add_argument("--difficulty-samples", type=int, default=0, metavar="N",
                     help="estimate each question's r_i with N closed-book LLM samples and report C_w (GRASP eq. 3)")
+    be.add_argument("--pause-ms", type=float, default=0.0, metavar="MS",
+                    help="idle this long before each question, untimed: latencies as a single click in the app "
+                         "sees them (caches gone cold), to set beside the app's columns; default 0, back to back")
     be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
@@ -384,8 +387,9 @@ def cmd_bench(args) -> int:
     if args.limit:
         questions = questions[: args.limit]
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
-                    answer=args.answer, difficulty_samples=args.difficulty_samples)
-    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s, "
+                    answer=args.answer, difficulty_samples=args.difficulty_samples, pause_ms=args.pause_ms)
+    pause = f", {args.pause_ms:g} ms idle before each question (untimed)" if args.pause_ms else ""
+    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}, "
           f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
     print(table(res))
     if args.json_out:

@@ -10,6 +10,7 @@ import hashlib
 import importlib
 import os
 import threading
+import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .paths import cache_dir
+from .trace import charge_reused
 
 
 
@@ -102,6 +104,7 @@ class QueryEncoding:
     token_vectors: np.ndarray   # (n_tokens, dim), special tokens removed
     token_spans: list[tuple[int, int]]  # character span of each token in `text`
     shared: bool = False        # reused from another method of the same request (SharedQueries)
+    cost_ms: float = 0.0        # what the encoder pass that made it took
 
 
 class Embedder:
@@ -166,6 +169,7 @@ class Embedder:
         Calls the model directly rather than `encode`: one tokenisation serves both the
         forward pass and the offsets, which saves a few of the ~12 ms a query costs.
         """
+        t0 = time.perf_counter()
         onnx = self._onnx_encoder()
         enc = self.model.tokenizer(text, return_offsets_mapping=True, truncation=True,
                                    max_length=self.model.max_seq_length, return_tensors="np" if onnx else "pt")
@@ -182,14 +186,19 @@ class Embedder:
             tokens = out["token_embeddings"][0].numpy().astype(np.float32)
         vector /= np.linalg.norm(vector) or 1.0
         keep = [i for i, (a, b) in enumerate(offsets) if b > a]  # drop [CLS], [SEP] and padding
-        return QueryEncoding(text, vector, tokens[keep], [tuple(offsets[i]) for i in keep])
+        return QueryEncoding(text, vector, tokens[keep], [tuple(offsets[i]) for i in keep],
+                             cost_ms=(time.perf_counter() - t0) * 1000)
 
 
 class SharedQueries:
     """One request's view of an Embedder: a query text is encoded once for all the methods
     the request runs side by side (dense, composed and GRIEVER all encode the question). The
     app makes one per request; nothing outlives it, so a later visitor's question is encoded
-    afresh. Everything else is the wrapped Embedder's."""
+    afresh. Everything else is the wrapped Embedder's.
+
+    A method that reuses an encoding is charged what the encoding cost (trace.charge_reused):
+    its column then shows what it takes alone, as `hoptrace bench` measures it, instead of
+    looking cheaper than the method that happened to encode first."""
 
     def __init__(self, inner: Embedder):
         self._inner = inner
@@ -203,6 +212,7 @@ class SharedQueries:
         with self._memo_lock:
             hit = self._memo.get(text)
         if hit is not None:
+            charge_reused(hit.cost_ms, "query encoding made by another method of this request")
             return replace(hit, shared=True)
         enc = self._inner.encode_query(text)
         with self._memo_lock:

@@ -18,6 +18,7 @@ calls `on_stage` as each stage finishes, which is how the app streams.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import traceback
 from contextlib import contextmanager
@@ -209,6 +210,23 @@ class RunResult:
         return cls(**fields, ranked=[RankedPassage(**r) for r in d.get("ranked", [])], stages=stages)
 
 
+# The stages open on each thread, innermost last: where charge_reused books a cost.
+_open = threading.local()
+
+
+def charge_reused(ms: float, what: str) -> None:
+    """Count work this run reused from another run of the same request (the app's shared query
+    encoding) at what it cost, in the stage open on this thread: latencies then say what the
+    method takes alone. The stage's payload names it under "reused"; nothing happens outside a stage."""
+    stack = getattr(_open, "stages", None)
+    if stack and ms > 0:
+        stack[-1]._reused.append((ms, what))
+
+
+def reused_ms(stage: "Stage") -> float:
+    return float((stage.payload.get("reused") or {}).get("ms", 0.0))
+
+
 class StageFailed(Exception):
     """Raised out of a `tracer.stage` block after the error is recorded, to stop the run."""
 
@@ -224,6 +242,11 @@ class Tracer:
     @contextmanager
     def stage(self, name: str, title: str) -> Iterator[Stage]:
         st = Stage(name=name, title=title, started_at=time.time())
+        st._reused = []
+        stack = getattr(_open, "stages", None)
+        if stack is None:
+            stack = _open.stages = []
+        stack.append(st)
         t0 = time.perf_counter()
         if self.on_progress:
             st._listener = self.on_progress
@@ -242,6 +265,13 @@ class Tracer:
             raise StageFailed(st.message) from e
         finally:
             st.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+            stack.remove(st)
+            if st._reused:
+                ms = sum(m for m, _ in st._reused)
+                st.payload["reused"] = {"ms": round(ms, 3), "what": sorted({w for _, w in st._reused}),
+                                        "wall_ms": st.latency_ms}
+                st.latency_ms = round(st.latency_ms + ms, 3)
+            del st._reused
             st._listener = None
             self.stages.append(st)
             if self.on_stage:

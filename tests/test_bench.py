@@ -71,3 +71,20 @@ def test_cli_ask_names_the_llm_and_gear_falls_back_without_one(small_kb, capsys)
     assert "LLM: none" in out and "fallback" in out and "NaiveGE" in out
     assert main(["ask", "--kb", str(small_kb), "--llm", "ftp://nowhere", "x"]) == 2
     assert "unknown LLM spec" in capsys.readouterr().err
+
+
+def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkeypatch):
+    """--pause-ms: a pause before every question (a visitor's click comes after one), not
+    counted in any latency; the result records it, and a negative pause is refused by name."""
+    import pytest
+
+    import retrieval.bench.runner as runner
+    from retrieval.errors import ConfigError
+
+    slept = []
+    monkeypatch.setattr(runner.time, "sleep", lambda s: slept.append(s))
+    res = run_bench(ctx, "small", small_store.questions(), ["bm25"], ks=[5], progress=False, pause_ms=250)
+    assert slept == [0.25] * 4 and res.pause_ms == 250 and res.to_json()["pause_ms"] == 250
+    assert res.methods["bm25"]["latency_ms_p50"] < 250
+    with pytest.raises(ConfigError, match="pause_ms"):
+        run_bench(ctx, "small", small_store.questions(), ["bm25"], ks=[5], progress=False, pause_ms=-1)

@@ -47,3 +47,13 @@ def test_nested_payloads_fold_but_are_never_cut():
     assert "<details class='ht-nested'>" in out          # folded, not truncated
     assert "triple 39.2" in out                           # rows past the first 25 are folded, not dropped
     assert "<img" not in out and out.count("&lt;img") >= 50        # all 50, plus the folded preview
+
+
+def test_a_reused_encoding_is_named_beside_the_latency():
+    enc = Stage("encode", "Encode query", latency_ms=6.4, payload={"reused": {"ms": 6.3, "wall_ms": 0.1,
+                                                                                "what": ["query encoding"]}})
+    own = Stage("dense_rerank", "Dense scores", latency_ms=0.3)
+    run = RunResult("composed", "q?", stages=[enc, own], latency_ms=7.9)
+    html = render.column_html("composed", [enc, own], run, set(), running=False)
+    assert "7.9 ms (incl. 6.3 ms shared)" in html and "6.4 ms (incl. 6.3 ms shared)" in html
+    assert "0.3 ms ·" in html  # a stage that reused nothing reads as before

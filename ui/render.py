@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from retrieval.trace import RunResult, Stage, Subgraph
+from retrieval.trace import RunResult, Stage, Subgraph, reused_ms
 from traces.analysis import gold_fates, recall_by_round
 
 MAX_ROWS = 25
@@ -153,8 +153,17 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "")
         for i, c in enumerate(st.llm_calls))
     return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
             f"<summary>{mark} <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
-            f"{st.latency_ms:.1f} ms · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
+            f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
             f"{msg}{payload_html(st.payload, gold)}{calls}</details>")
+
+
+def _latency(ms: float, reused: float) -> str:
+    """A latency, naming the part reused from another method of the request (trace.charge_reused)."""
+    if reused <= 0:
+        return f"{ms:.1f} ms"
+    return (f"<span title='counted as if this method ran alone: it reused work of another method "
+            f"of this request (the question's encoding) and is charged what that cost'>"
+            f"{ms:.1f} ms (incl. {reused:.1f} ms shared)</span>")
 
 
 def ranking_html(run: RunResult, gold: set[str]) -> str:
@@ -208,7 +217,8 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     head = f"<h3>{esc(method)}</h3>"
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
-        head += (f"<div class='ht-meta'>{status} · {run.latency_ms:.1f} ms · tokens {run.tokens_in}/"
+        reused = sum(reused_ms(st) for st in run.stages)
+        head += (f"<div class='ht-meta'>{status} · {_latency(run.latency_ms, reused)} · tokens {run.tokens_in}/"
                  f"{run.tokens_out}</div>")
         if run.answer is not None:
             head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"

@@ -58,10 +58,12 @@ class BenchResult:
     per_question: list[QuestionResult] = field(default_factory=list)
     started_at: float = 0.0
     seconds: float = 0.0
+    pause_ms: float = 0.0             # idle time before each question (--pause-ms), not timed
 
     def to_json(self, include_per_question: bool = True) -> dict:
         out = {"kb": self.kb, "n_questions": self.n_questions, "protocol": self.protocol, "ks": list(KS),
                "headline_k": HEADLINE_K, "started_at": self.started_at, "seconds": self.seconds,
+               "pause_ms": self.pause_ms,
                "methods": self.methods}
         if include_per_question:
             out["per_question"] = [q.__dict__ for q in self.per_question]
@@ -124,7 +126,8 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
               ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
               on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False,
-              difficulty_samples: int = 0, specs: Optional[dict[str, tuple[str, dict]]] = None) -> BenchResult:
+              difficulty_samples: int = 0, specs: Optional[dict[str, tuple[str, dict]]] = None,
+              pause_ms: float = 0.0) -> BenchResult:
     """Methods run one after another, so latencies are not inflated by each other.
 
     With `answer`, the runs at the headline k end with the shared answer step (top-5
@@ -133,7 +136,14 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     `difficulty_samples` = n > 0, each question's r_i is estimated with n closed-book samples of
     the LLM and C_w (GRASP eq. 3) is reported. `specs` maps a label in `methods` to a method
     name and settings (`hoptrace reproduce` runs one method under several settings).
+
+    `pause_ms` idles that long before each question, untimed. Back to back, the encoder's
+    weights stay in the CPU's caches from one question to the next; a visitor's click comes
+    after a pause and finds them gone (a query encoding then takes ~2x as long here). With a
+    pause the latencies are what a single click costs, which is what the app's columns show.
     """
+    if pause_ms < 0:
+        raise ConfigError(f"pause_ms must be 0 or more, got {pause_ms}")
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
     specs = specs or {}
@@ -145,7 +155,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     plan = {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)])
             for m, inst in instances.items()}
     ctx.warm()  # the first question is not charged for loading
-    res = BenchResult(kb_label, len(questions), protocol, started_at=time.time())
+    res = BenchResult(kb_label, len(questions), protocol, started_at=time.time(), pause_ms=pause_ms)
     weights: dict[str, float] = {}
     if difficulty_samples > 0:
         if ctx.llm is None:
@@ -161,6 +171,8 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
             rows = []
             with_answer = answer and k == (HEADLINE_K if HEADLINE_K in plan[label] else max(plan[label]))
             for q in questions:
+                if pause_ms:
+                    time.sleep(pause_ms / 1000)
                 run = method.run(q.text, k=k, answer=with_answer)
                 row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
                                      run.tokens_in, run.tokens_out, run.status, run.error)

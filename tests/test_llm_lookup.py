@@ -83,3 +83,18 @@ def test_a_real_server_with_drafts_writes_grammar_valid_json(monkeypatch):
                                      "Answer as JSON {\"names\": [...]}."}], schema, max_tokens=60)["names"]
     assert 1 <= len(names) <= 3 and all(isinstance(n, str) and n for n in names)
     assert any("France" in n or "Swedish" in n or "Roman" in n for n in names), names
+
+
+def test_one_check_names_the_flag_or_the_variable_that_is_out_of_range(monkeypatch):
+    from retrieval.errors import ConfigError
+
+    monkeypatch.delenv("HOPTRACE_DRAFT_TOKENS", raising=False)
+    local = LLMSettings.parse("local")
+    for bad in (16, -1):
+        with pytest.raises(ConfigError, match=r"--draft-tokens must be a whole number 0\.\.15"):
+            extraction_settings(local, bad)
+    monkeypatch.setenv("HOPTRACE_DRAFT_TOKENS", "16")
+    with pytest.raises(ConfigError, match=r"HOPTRACE_DRAFT_TOKENS must be a whole number 0\.\.15, got '16'"):
+        LLMSettings.parse("local")
+    monkeypatch.setenv("HOPTRACE_DRAFT_TOKENS", "0")  # the variable, even at 0, wins over a build's default
+    assert extraction_settings(LLMSettings.parse("local")).draft_tokens == 0

@@ -13,13 +13,23 @@ HOPTRACE_DRAFT_TOKENS=N sets the embedded server's prompt-lookup drafts (lookup.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from ..errors import ConfigError
 from .errors import LLMUnavailable
 from .models import DEFAULT_MODEL, MODELS
 
 BACKENDS = ("local", "openai", "none")
+MAX_DRAFT_TOKENS = 15
+
+
+def check_draft_tokens(value, source: str) -> int:
+    """A draft length from `source` (a flag or a variable, named in the error): 0..MAX_DRAFT_TOKENS."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > MAX_DRAFT_TOKENS:
+        raise ConfigError(f"{source} must be a whole number 0..{MAX_DRAFT_TOKENS}, got {value!r}")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,8 @@ class LLMSettings:
     # measured without; a draft changes the rounding and so, sometimes, a greedy pick);
     # `hoptrace build` turns it on for extraction (BUILD_DRAFT_TOKENS).
     draft_tokens: int = 0
+    # Whether HOPTRACE_DRAFT_TOKENS set draft_tokens: then it also wins over a build's default.
+    draft_from_env: bool = field(default=False, compare=False)
 
     @property
     def speed_key(self) -> str:
@@ -85,7 +97,5 @@ class LLMSettings:
         s = replace(s, **overrides) if overrides else s
         draft = os.environ.get("HOPTRACE_DRAFT_TOKENS", "").strip()
         if draft:  # the environment wins over code defaults, as for the cache
-            if not draft.isdigit() or int(draft) > 15:
-                raise LLMUnavailable(f"HOPTRACE_DRAFT_TOKENS must be a whole number 0..15, got {draft!r}")
-            s = replace(s, draft_tokens=int(draft))
+            s = replace(s, draft_tokens=check_draft_tokens(draft, "HOPTRACE_DRAFT_TOKENS"), draft_from_env=True)
         return s

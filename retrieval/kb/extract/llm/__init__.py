@@ -1,10 +1,10 @@
 """LLM extraction for `hoptrace build --extractor llm`: GEAR triples, SAG events and GRASP
 propositions, each with typed entities (prompts.py, tasks.py), run by extractor.py and
 priced before any call by estimate.py."""
-import os
 from dataclasses import replace
 from typing import Optional
 
+from ....llm.settings import check_draft_tokens
 from .estimate import Estimate, estimate
 from .extractor import LLMExtractor, UsageMeter, llm_extractors
 from .tasks import TASKS
@@ -23,11 +23,8 @@ def extraction_settings(settings, draft_tokens: Optional[int] = None):
     if settings is None or settings.backend != "local":
         return settings
     if draft_tokens is not None:
-        if not 0 <= draft_tokens <= 15:
-            from ....errors import ConfigError
-            raise ConfigError(f"--draft-tokens must be 0..15, got {draft_tokens}")
-        return replace(settings, draft_tokens=draft_tokens)
-    if os.environ.get("HOPTRACE_DRAFT_TOKENS", "").strip():
+        return replace(settings, draft_tokens=check_draft_tokens(draft_tokens, "--draft-tokens"))
+    if settings.draft_from_env:
         return settings
     return replace(settings, draft_tokens=BUILD_DRAFT_TOKENS)
 

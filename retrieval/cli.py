@@ -141,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     ba.add_argument("--solo", type=int, default=20, help="load test: single-user requests measured first")
     ba.add_argument("--max-requests", type=int, default=2000, help="load test: bound on requests in all")
     ba.add_argument("--app-dir", type=Path, default=None, help="load test: the app.py of another checkout (before/after)")
+    ba.add_argument("--compare-bench", action="store_true",
+                    help="load test: then run `bench` on the first 40 demo questions for the LLM-free methods, back "
+                         "to back and with 500 ms idle before each, and set each column's latency beside both")
     ba.add_argument("--runs", type=int, default=5)
 
     bs = sub.add_parser("bench-store", help="SQLite store scaling: memory, build time, latency on synthetic KBs")
@@ -575,8 +578,11 @@ def cmd_bench_app(args) -> int:
         from ui.load import load_test
 
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-        print(json.dumps(load_test(args.users, args.minutes, methods, solo=args.solo,
-                                   max_requests=args.max_requests, app_dir=args.app_dir or load_mod.REPO_ROOT), indent=1))
+        res = load_test(args.users, args.minutes, methods, solo=args.solo,
+                        max_requests=args.max_requests, app_dir=args.app_dir or load_mod.REPO_ROOT)
+        if args.compare_bench:
+            res["column_vs_bench"] = load_mod.compare_with_bench(res["method_latency_shown"], methods)
+        print(json.dumps(res, indent=1))
         return 0
     print(json.dumps(bench_app(runs=args.runs), indent=1))
     return 0

@@ -88,3 +88,17 @@ def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkey
     assert res.methods["bm25"]["latency_ms_p50"] < 250
     with pytest.raises(ConfigError, match="pause_ms"):
         run_bench(ctx, "small", small_store.questions(), ["bm25"], ks=[5], progress=False, pause_ms=-1)
+
+
+def test_bench_app_sets_each_column_beside_bench_alone_and_paused(small_kb):
+    """`bench-app --compare-bench` (issue 17 item 9): each LLM-free column's latency over the
+    method's `bench` p50, back to back and after a pause; LLM methods are left out."""
+    from ui.load import compare_with_bench
+
+    shown = {"bm25": {"alone_p50_ms": 2.0}, "dense": {"alone_p50_ms": 9.0}, "gear": {"alone_p50_ms": 9e4}}
+    res = compare_with_bench(shown, ("bm25", "dense", "gear"), limit=2, pause_ms=20, kb=small_kb)
+    assert res["questions"] == 2 and res["pause_ms"] == 20 and set(res["methods"]) == {"bm25", "dense"}
+    dense = res["methods"]["dense"]
+    assert dense["bench_p50_ms"] > 0 and dense["bench_pause_20ms_p50_ms"] > 0
+    assert dense["column_over_bench"] == round(9.0 / dense["bench_p50_ms"], 2)
+    assert dense["column_over_paused_bench"] == round(9.0 / dense["bench_pause_20ms_p50_ms"], 2)

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 from retrieval.errors import ConfigError
 from retrieval.kb.presets import demo_path
@@ -177,3 +178,32 @@ def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = 
         "runs_with_another_sessions_question": mixed,
         "method_latency_shown": shown,
     }
+
+
+def compare_with_bench(shown: dict, methods: tuple[str, ...], k: int = 5, limit: int = 40,
+                       pause_ms: float = 500.0, kb: Optional[Path] = None) -> dict:
+    """Each LLM-free method's column latency (alone) beside `hoptrace bench`'s p50 for it, run
+    here after the app has stopped: back to back, and with `pause_ms` idle before each
+    question as a click comes (issue 17 item 9: a column must read within 1.5x of the method
+    alone). LLM methods are left out: their seconds do not depend on the CPU's caches."""
+    from retrieval.bench.runner import run_bench
+    from retrieval.embed import get_embedder
+    from retrieval.methods import Context, METHODS, root_method
+    from retrieval.store import open_store
+
+    fast = [m for m in methods if not getattr(METHODS.get(root_method(m)), "uses_llm", False)]
+    if not fast:
+        return {}
+    store = open_store(str(kb or demo_path()))
+    ctx = Context(store, get_embedder(store.info().embed_model), None)
+    questions = store.questions()[:limit]
+    runs = {p: run_bench(ctx, "demo", questions, fast, ks=[k], progress=False, pause_ms=p).methods
+            for p in (0.0, pause_ms)}
+    out = {}
+    for m in fast:
+        col = (shown.get(m) or {}).get("alone_p50_ms")
+        b2b, paused = runs[0.0][m]["latency_ms_p50"], runs[pause_ms][m]["latency_ms_p50"]
+        out[m] = {"column_alone_p50_ms": col, "bench_p50_ms": b2b, f"bench_pause_{pause_ms:g}ms_p50_ms": paused,
+                  "column_over_bench": round(col / b2b, 2) if col and b2b else None,
+                  "column_over_paused_bench": round(col / paused, 2) if col and paused else None}
+    return {"questions": len(questions), "pause_ms": pause_ms, "methods": out}

@@ -73,7 +73,7 @@ def test_cli_ask_names_the_llm_and_gear_falls_back_without_one(small_kb, capsys)
     assert "unknown LLM spec" in capsys.readouterr().err
 
 
-def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkeypatch):
+def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkeypatch, tmp_path):
     """--pause-ms: a pause before every question (a visitor's click comes after one), not
     counted in any latency; the result records it, and a negative pause is refused by name."""
     import pytest
@@ -86,6 +86,8 @@ def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkey
     res = run_bench(ctx, "small", small_store.questions(), ["bm25"], ks=[5], progress=False, pause_ms=250)
     assert slept == [0.25] * 4 and res.pause_ms == 250 and res.to_json()["pause_ms"] == 250
     assert res.methods["bm25"]["latency_ms_p50"] < 250
+    write_html(res, tmp_path / "p.html")
+    assert "250 ms idle before each (untimed)" in (tmp_path / "p.html").read_text()
     with pytest.raises(ConfigError, match="pause_ms"):
         run_bench(ctx, "small", small_store.questions(), ["bm25"], ks=[5], progress=False, pause_ms=-1)
 

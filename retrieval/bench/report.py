@@ -51,5 +51,6 @@ def write_html(res: BenchResult, path: Path) -> None:
             fig.add_trace(go.Bar(name=f"recall@{k}", x=names, y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
     for key in ("latency_ms_p50", "latency_ms_p95"):
         fig.add_trace(go.Bar(name=key, x=names, y=[res.methods[n][key] for n in names]), 1, 2)
-    fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions", barmode="group")
+    pause = f", {res.pause_ms:g} ms idle before each (untimed)" if res.pause_ms else ""
+    fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions{pause}", barmode="group")
     path.write_text(fig.to_html(include_plotlyjs=True, full_html=True))

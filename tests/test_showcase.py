@@ -119,3 +119,17 @@ def test_updating_an_llm_free_method_keeps_the_recordings_profile(ctx, tmp_path)
     assert showcase.load(out).profile == "local"
     showcase.record(local, "small", [], ["composed"], k=5, out=out, update=True)
     assert showcase.load(out).profile == "local"     # composed has no profile of its own to impose
+
+
+def test_the_shipped_showcase_matches_the_current_code():
+    """The recording in data/showcase is what a first visitor opens; a change to a recorded
+    method's package, its prompts or methods/base.py makes it stale, and the app then does not
+    show it as current. Re-record it: `hoptrace record-showcase --update --methods METHOD`."""
+    import gzip
+    import json
+
+    from retrieval.showcase import SHOWCASE_DIR, fingerprint
+
+    data = json.loads(gzip.decompress((SHOWCASE_DIR / "demo.json.gz").read_bytes()))
+    stale = [m for m, fp in data["fingerprints"].items() if fp != fingerprint(m)]
+    assert not stale, f"the shipped showcase is stale for {stale}: re-record with hoptrace record-showcase --update --methods ..."

@@ -12,7 +12,7 @@ from typing import Iterator, Optional
 from retrieval.embed import SharedQueries
 from retrieval.errors import HopTraceError
 from retrieval.methods import METHODS, make_method, root_method
-from retrieval.trace import RunResult, Stage
+from retrieval.trace import RunResult, Stage, count_reused
 from retrieval.validate import check_question
 
 from .state import AppState
@@ -101,8 +101,10 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
         try:
             settings = griever_settings if name.startswith("griever") else {}
             method = make_method(name, ctx, **(settings or {}))
-            run = method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer,
-                             on_progress=lambda st: events.put((name, _Live(st))))
+            # Charged what it reused of another method's work (the shared encoding): the column
+            # says what this method takes alone.
+            run = count_reused(method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer,
+                                          on_progress=lambda st: events.put((name, _Live(st)))))
         except HopTraceError as e:
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down

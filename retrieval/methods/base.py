@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Optional
 from ..embed import Embedder
 from ..errors import ConfigError
 from ..store.base import Hit, SearchStore
-from ..trace import RankedPassage, RunResult, Stage, StageFailed, Tracer, reused_ms
+from ..trace import RankedPassage, RunResult, Stage, StageFailed, Tracer
 from ..validate import check_question
 
 
@@ -87,9 +87,7 @@ class Method(ABC):
                 result.answer = stage_answer(self.ctx, tracer, q, result.ranked)
             except StageFailed:
                 pass  # the answer stage shows the error; the ranking stands
-        # Plus work reused from another method of the same request, at its cost (trace.charge_reused).
-        reused = sum(reused_ms(st) for st in tracer.stages)
-        result.latency_ms = round((time.perf_counter() - t0) * 1000 + reused, 3)
+        result.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
         result.stages = tracer.stages
         return result
 

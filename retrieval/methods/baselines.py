@@ -31,8 +31,7 @@ def stage_encode(ctx: Context, tracer: Tracer, query: str):
         enc = ctx.embedder.encode_query(query)
         st.payload = {"model": ctx.embedder.name, "dim": int(enc.vector.shape[0]), "tokens": len(enc.token_spans)}
         if enc.shared:
-            st.payload["shared"] = ("encoded once for this request by another method and reused here; its cost "
-                                 "is counted in this stage, as if encoded alone")
+            st.payload["shared"] = "encoded once for this request by another method, reused here"
     return enc
 
 

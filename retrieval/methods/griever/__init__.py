@@ -62,8 +62,7 @@ class Griever(Method):
                     st.payload = {"model": self.ctx.embedder.name, "query": q, "tokens": len(enc.token_spans),
                                   "concurrent": "BM25 ran alongside on another thread"}
                     if enc.shared:
-                        st.payload["shared"] = ("encoded once for this request by another method and reused here; its cost is "
-                                                 "counted in this stage, as if encoded alone")
+                        st.payload["shared"] = "encoded once for this request by another method, reused here"
             # --- §4.2.1 / §4.2.2: passages ---------------------------------------------
             if flt is None:
                 R_i = self._first_retrieval(tracer, q, enc, k, i, subs, [f.result() for f in sparse])

@@ -14,6 +14,10 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# The suite chooses its own backends: a user's HOPTRACE_LLM=none (or another model, profile,
+# public mode or trace file) would otherwise fail the tests that drive the embedded model.
+unset HOPTRACE_LLM HOPTRACE_LLM_MODEL HOPTRACE_LLM_API_KEY HOPTRACE_LLM_CACHE HOPTRACE_PROFILE \
+      HOPTRACE_DRAFT_TOKENS HOPTRACE_PUBLIC HOPTRACE_TRACES HOPTRACE_ONNX HOPTRACE_ES_KBS
 # Tests build their KBs under a fresh home, never the user's.
 export HOPTRACE_HOME="${HOPTRACE_TEST_HOME:-$(mktemp -d)}"
 .venv/bin/python -m pytest -q -rs "$@"

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 
 from retrieval.embed import SharedQueries
 from retrieval.errors import HopTraceError
-from retrieval.methods import METHODS, make_method, root_method
+from retrieval.methods import make_method, uses_llm
 from retrieval.trace import RunResult, Stage, count_reused
 from retrieval.validate import check_question
 
@@ -70,10 +70,6 @@ class _Live:
 # The LLM-free lanes: one long-lived thread per core. A new thread a request made each
 # method's first native call set up its thread-local buffers again (~1 ms of dense's ~6).
 CPU_LANES = concurrent.futures.ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="cpu-lane")
-
-
-def uses_llm(name: str) -> bool:
-    return getattr(METHODS.get(root_method(name)), "uses_llm", False)
 
 
 def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int,

@@ -188,10 +188,10 @@ def compare_with_bench(shown: dict, methods: tuple[str, ...], k: int = 5, limit:
     alone). LLM methods are left out: their seconds do not depend on the CPU's caches."""
     from retrieval.bench.runner import run_bench
     from retrieval.embed import get_embedder
-    from retrieval.methods import Context, METHODS, root_method
+    from retrieval.methods import Context, uses_llm
     from retrieval.store import open_store
 
-    fast = [m for m in methods if not getattr(METHODS.get(root_method(m)), "uses_llm", False)]
+    fast = [m for m in methods if not uses_llm(m)]
     if not fast:
         return {}
     store = open_store(str(kb or demo_path()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.methods import METHODS, root_method
+from retrieval.methods import root_method, uses_llm
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,7 @@ EXPECTED_EMBEDDED_S: dict[str, float | tuple[float, float]] = {
 def expected(name: str, llm: str) -> str:
     """'~100 ms', '~10–20 s' (embedded LLM: a fast and a slow sitting), or what happens with no
     LLM; llm is the backend (none | local | openai), since an endpoint's speed is its own."""
-    uses_llm = getattr(METHODS.get(root_method(name)), "uses_llm", False)
-    if not uses_llm:
+    if not uses_llm(name):
         s = EXPECTED_S.get(name)
     elif llm == "none":
         return "needs an LLM" if root_method(name) != "gear" else "runs as NaiveGE without an LLM"

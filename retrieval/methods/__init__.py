@@ -48,6 +48,11 @@ def root_method(name: str) -> str:
     return VARIANTS[name][0] if name in VARIANTS else name
 
 
+def uses_llm(name: str) -> bool:
+    """Does the method (or the variant's base) call an LLM? Unknown names do not."""
+    return getattr(METHODS.get(root_method(name)), "uses_llm", False)
+
+
 def method_names() -> list[str]:
     return [*METHODS, *VARIANTS]
 
@@ -69,4 +74,4 @@ def make_method(name: str, ctx: Context, profile: Optional[str] = None, **overri
     return method
 
 
-__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names", "root_method"]
+__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names", "root_method", "uses_llm"]

@@ -51,21 +51,16 @@ class PromptLookupDraft:
             return np.array([], dtype=np.intc)
         starts = np.flatnonzero(ids == IM_START)
         lo = int(starts[1]) if starts.shape[0] > 1 else 0  # skip the system message
-        for size in range(min(self.max_ngram, n - lo - 1), self.min_ngram - 1, -1):
+        hay = ids[lo:n - 1]  # a match must have at least one token after it
+        for size in range(min(self.max_ngram, hay.shape[0]), self.min_ngram - 1, -1):
             tail = ids[n - size:]
-            hay = ids[lo:n - 1]  # a match must have at least one token after it
-            if hay.shape[0] < size:
-                continue
             windows = np.lib.stride_tricks.sliding_window_view(hay, size)
             hits = np.flatnonzero(np.all(windows == tail, axis=1))
-            # Most recent first; the tail itself (ending at n) is not in hay's windows.
-            for h in hits[::-1]:
-                start = lo + int(h) + size
-                if start >= n:
-                    continue
-                guess = ids[start:min(start + self.num_pred, n)]
-                if guess.shape[0]:
-                    return guess.astype(np.intc)
+            if hits.shape[0]:
+                # The most recent match (the tail itself, ending at n, is not in hay's windows);
+                # it ends at n - 2 at the latest, so at least one token follows it.
+                start = lo + int(hits[-1]) + size
+                return ids[start:start + self.num_pred].astype(np.intc)
         return np.array([], dtype=np.intc)
 
 

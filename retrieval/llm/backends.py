@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..paths import home
+from . import early_stop
 from .compact import unmark
 from .errors import LLMCallError, LLMUnavailable
 from .settings import LLMSettings
@@ -50,7 +51,7 @@ class OpenAICompatible:
         return self.label
 
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
-        schema = unmark(schema)  # the compact mark is for our embedded server only
+        schema = unmark(schema)  # the marks are for our embedded server only
         if schema is None or self._format_mode == "none":
             return None
         if self._format_mode == "json_schema":
@@ -242,11 +243,18 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
         # llama-cpp-python turns a JSON schema inside json_object into a grammar, so even a
-        # 0.5B model can only emit JSON of the requested shape. A compact mark stays: our child
-        # process reads it (compact.py).
+        # 0.5B model can only emit JSON of the requested shape. The marks stay: our child
+        # process reads them (compact.py, early_stop.py).
         if schema is None:
             return None
         return {"type": "json_object", "schema": schema}
+
+    def complete(self, messages: list[dict], *, max_tokens: int, temperature: float, seed: int,
+                 schema: Optional[dict] = None, name: str = "",
+                 on_token: Optional[Callable[[int], None]] = None) -> RawReply:
+        raw = super().complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                               schema=schema, name=name, on_token=on_token)
+        return RawReply(early_stop.close(raw.text, schema), raw.tokens_in, raw.tokens_out)
 
     def count_tokens(self, text: str) -> int:
         if self._tokenizer is None:

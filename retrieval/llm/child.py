@@ -1,6 +1,7 @@
 """Entry point of the embedded llama.cpp server's child process: the server, plus a watchdog
 that ends it as soon as its parent is gone, slim prompt-cache states and grammar sampling that
-checks the model's first choice before the whole vocabulary (sampling.py).
+checks the model's first choice before the whole vocabulary (sampling.py), and the schema marks
+of compact.py and early_stop.py.
 
 A child started with Popen outlives a parent that is killed (SIGKILL, a crash, or SIGTERM,
 which skips atexit handlers), keeping ~2 GB of memory and both cores busy. PR_SET_PDEATHSIG
@@ -77,6 +78,8 @@ def main() -> None:
     fast_grammar_sampling()
     from .compact import install as compact_json_grammars
     compact_json_grammars()
+    from .early_stop import install as early_stop_marks
+    early_stop_marks()  # after compact: its wrapper hands the rest of the schema to compact's
     from .lookup import install as prompt_lookup_drafts
     prompt_lookup_drafts()
     from llama_cpp.server.__main__ import main as serve

@@ -17,6 +17,8 @@ import re
 from typing import Optional
 
 MARK = "x-hoptrace-compact"
+# Every mark HopTrace puts in a schema for its embedded server starts so (early_stop.py has one).
+MARK_PREFIX = "x-hoptrace-"
 # llama.cpp's json-schema-to-grammar writes the whitespace between JSON tokens as one rule.
 _SPACE_RULE = re.compile(r'^space ::= .*$', re.MULTILINE)
 
@@ -27,10 +29,10 @@ def mark(schema: dict) -> dict:
 
 
 def unmark(schema: Optional[dict]) -> Optional[dict]:
-    """The schema as an endpoint should see it."""
-    if not schema or MARK not in schema:
+    """The schema as an endpoint should see it: without any of HopTrace's marks."""
+    if not schema or not any(k.startswith(MARK_PREFIX) for k in schema):
         return schema
-    return {k: v for k, v in schema.items() if k != MARK}
+    return {k: v for k, v in schema.items() if not k.startswith(MARK_PREFIX)}
 
 
 def compact_gbnf(grammar: str) -> str:

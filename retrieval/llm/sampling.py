@@ -40,6 +40,8 @@ class GreedyGrammarSampler:
         self._all = llama_cpp.llama_token_data_array(data=self._data, size=self._n_vocab, selected=-1, sorted=False)
         self._one_data = (llama_cpp.llama_token_data * 1)()
         self._one = llama_cpp.llama_token_data_array(data=self._one_data, size=1, selected=-1, sorted=False)
+        from .early_stop import stop_watch
+        self._stop = stop_watch(llama, grammar)  # a marked schema may end the reply early
 
     def _fill(self, logits: np.ndarray) -> None:
         self._view["id"] = self._ids
@@ -58,6 +60,10 @@ class GreedyGrammarSampler:
         return not math.isinf(self._one_data[0].logit)
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
+        if self._stop is not None:
+            forced = self._stop.forced()
+            if forced is not None:
+                return forced  # the reply ends: nothing more to check against the grammar
         ptr = self._lib.llama_get_logits_ith(ctx.ctx, idx)
         logits = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
         self._fill(logits)
@@ -70,6 +76,8 @@ class GreedyGrammarSampler:
             token = self._pick()
         self._lib.llama_sampler_accept(self._grammar, token)
         self._chain.accept(token)
+        if self._stop is not None:
+            self._stop.seen(token)
         return token
 
     def __del__(self) -> None:

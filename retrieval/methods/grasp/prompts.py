@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...llm import early_stop
+
 _SYSTEM = "You are a careful research agent. You answer only with JSON."
 
 PLAN_SCHEMA = {"type": "object", "properties": {
@@ -106,11 +108,18 @@ def evaluate_messages(question: str, sub_question: str, history: Sequence[tuple[
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
+# A DONE reply is complete once its answer is: what follows is the empty next_statement and
+# next_keywords, which the embedded model no longer writes (llm/early_stop.py). An observation
+# cannot match this, because a quote inside a JSON string is escaped.
+DONE_ANSWERED = r'"action"\s*:\s*"DONE"\s*,\s*"answer"\s*:\s*"(?:[^"\\]|\\.)*"'
+
+
 def evaluate_schema(max_observations: int) -> dict:
-    """EVALUATE_SCHEMA with the observation count capped by the grammar."""
+    """EVALUATE_SCHEMA with the observation count capped by the grammar, ending after a DONE's answer."""
     obs = EVALUATE_SCHEMA["properties"]["observations"]
-    return {**EVALUATE_SCHEMA, "properties": {**EVALUATE_SCHEMA["properties"],
-                                              "observations": {**obs, "maxItems": max(1, max_observations)}}}
+    return early_stop.mark({**EVALUATE_SCHEMA, "properties": {
+        **EVALUATE_SCHEMA["properties"], "observations": {**obs, "maxItems": max(1, max_observations)}}},
+        DONE_ANSWERED)
 
 
 def evaluate_max_tokens(max_observations: int) -> int:

@@ -1,0 +1,97 @@
+"""Ending a reply as soon as what is left of it is known to be empty.
+
+GRASP's evaluate step (§3.3, step ❹) replies DONE with an answer, or QUERY_AGAIN with a new
+search statement and keywords. One schema holds both shapes, so a DONE reply goes on to write
+`, "next_statement": "", "next_keywords": []}`: ~12 tokens, ~0.7 s on 2 cores, that say
+nothing. (Two schema alternatives would end it too, but they change what the model may write
+after the answer, and a prompt that shows both shapes changed its decisions: docs/profiles.md.)
+
+A task marks its schema with a pattern (`mark`). In the embedded server's process (`install`),
+once the reply written so far matches the pattern, the sampler ends the reply (sampling.py).
+Every token before that is the one the model writes without the mark: the same grammar and the
+same one-token decodes, so the same greedy choices. The token that completed the match may
+carry more than the pattern needs (Qwen writes `", "` as one token), so the backend keeps the
+text up to the end of the match and closes the object (`close`). The parsed value lacks the
+fields that were never written, which the caller reads with their empty defaults. Endpoints
+never see the mark (compact.unmark): they write the whole reply, which parses to the same value.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional
+
+MARK = "x-hoptrace-stop-after"
+
+
+def mark(schema: dict, pattern: str) -> dict:
+    """The schema of a task whose reply may end once the text written so far matches `pattern`
+    (a regular expression searched in the whole reply)."""
+    re.compile(pattern)  # a bad pattern fails here, in the caller, not in the server's process
+    return {**schema, MARK: pattern}
+
+
+def close(text: str, schema: Optional[dict]) -> str:
+    """A reply that ended at its schema's mark, as the JSON object it stands for: the text up to
+    the end of the match, then `}`. A reply that is whole (no mark, an endpoint, a sampled repair
+    request) is returned unchanged."""
+    pattern = schema.get(MARK) if schema else None
+    if not pattern:
+        return text
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        pass
+    m = re.search(pattern, text, re.S)
+    return text[:m.end()] + "}" if m else text
+
+
+class StopWatch:
+    """Follows one reply token by token and says when to end it."""
+
+    def __init__(self, pattern: str, detokenize, end_token: int):
+        self._pattern = re.compile(pattern, re.S)
+        self._detokenize = detokenize
+        self._text = bytearray()
+        self._end = end_token
+
+    def forced(self) -> Optional[int]:
+        """The end-of-reply token once the text matches the pattern, else None (sample)."""
+        if self._pattern.search(self._text.decode("utf-8", "ignore")):
+            return self._end
+        return None
+
+    def seen(self, token: int) -> None:
+        self._text += self._detokenize([token])
+
+
+def stop_watch(llama, grammar) -> Optional[StopWatch]:
+    """A StopWatch for a grammar built from a marked schema, else None."""
+    pattern = getattr(grammar, "_hoptrace_stop_after", None)
+    return StopWatch(pattern, llama.detokenize, llama.token_eos()) if pattern else None
+
+
+def install() -> None:
+    """In the embedded server's process: a marked schema's grammar carries its pattern to the
+    sampler; the rest of the schema is built into a grammar as before (compact marks included)."""
+    from llama_cpp import llama_chat_format
+
+    inner = llama_chat_format._grammar_for_json_schema
+    if getattr(inner, "_hoptrace_stop_after", False):
+        return
+
+    def grammar_for_json_schema(schema: str, verbose: bool = False, fallback_to_json: bool = True):
+        try:
+            parsed = json.loads(schema)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict) or MARK not in parsed:
+            return inner(schema, verbose=verbose, fallback_to_json=fallback_to_json)
+        pattern = parsed.pop(MARK)
+        grammar = inner(json.dumps(parsed), verbose=verbose, fallback_to_json=fallback_to_json)
+        grammar._hoptrace_stop_after = pattern
+        return grammar
+
+    grammar_for_json_schema._hoptrace_stop_after = True
+    llama_chat_format._grammar_for_json_schema = grammar_for_json_schema

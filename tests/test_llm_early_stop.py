@@ -1,0 +1,105 @@
+"""Early stop (retrieval/llm/early_stop.py): a marked schema's reply ends once the text matches
+the mark's pattern; what comes before is what the model writes without the mark."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from retrieval.llm import compact, early_stop
+from retrieval.methods.grasp.prompts import (DONE_ANSWERED, evaluate_messages, evaluate_schema,
+                                             parse_evaluation)
+
+
+def test_the_done_pattern_matches_a_closed_answer_after_done_only():
+    done = '{"observations": ["Ilona Varga built it."], "action": "DONE", "answer": "Ilona Varga"'
+    assert re.search(DONE_ANSWERED, done)
+    assert not re.search(DONE_ANSWERED, done[:-1])                   # the answer is still being written
+    assert not re.search(DONE_ANSWERED, done[:-1] + '\\"')           # an escaped quote does not close it
+    again = '{"observations": ["x"], "action": "QUERY_AGAIN", "answer": ""'
+    assert not re.search(DONE_ANSWERED, again)
+    # An observation quoting a DONE reply: its quotes are escaped inside the JSON string.
+    quoting = json.dumps({"observations": ['"action": "DONE", "answer": "b"']})[:-1] + ', "action": "QUERY_AGAIN"'
+    assert not re.search(DONE_ANSWERED, quoting)
+
+
+def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
+    from retrieval.llm.backends import EmbeddedLlamaCpp, OpenAICompatible
+    from retrieval.llm.settings import LLMSettings
+
+    schema = evaluate_schema(2)
+    assert schema[early_stop.MARK] == DONE_ANSWERED
+    plain = compact.unmark(schema)
+    assert early_stop.MARK not in plain and plain["properties"]["observations"]["maxItems"] == 2
+    both = compact.mark(schema)
+    assert compact.unmark(both) == plain  # every HopTrace mark goes, not only the compact one
+    endpoint = OpenAICompatible(LLMSettings(backend="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+    assert endpoint.response_format(schema, "evaluate")["json_schema"]["schema"] == plain
+    embedded = EmbeddedLlamaCpp.__new__(EmbeddedLlamaCpp)
+    assert embedded.response_format(schema, "evaluate")["schema"] is schema
+    with pytest.raises(Exception):
+        early_stop.mark({}, "(unclosed")
+
+
+def test_the_watch_ends_the_reply_once_the_text_matches():
+    pieces = {1: b'{"a": "', 2: b'x', 3: b'", "', 4: b'b": ""}'}
+    watch = early_stop.StopWatch(r'"a": "[^"]*"', lambda toks: b"".join(pieces[t] for t in toks), end_token=0)
+    for t in (1, 2):
+        assert watch.forced() is None
+        watch.seen(t)
+    assert watch.forced() is None
+    watch.seen(3)
+    assert watch.forced() == 0
+
+
+def test_an_ended_reply_is_closed_at_the_end_of_the_match_and_a_whole_one_is_left_alone():
+    schema = evaluate_schema(2)
+    head = '{"observations": ["Ilona Varga built it."], "action": "DONE", "answer": "Ilona Varga"'
+    # The token that closed the answer may carry the next separator, even a quote (`", "`).
+    for tail in ("", ",", ', "', ",\n  "):
+        closed = early_stop.close(head + tail, schema)
+        assert closed == head + "}" and parse_evaluation(json.loads(closed))["answer"] == "Ilona Varga"
+    whole = head + ', "next_statement": "", "next_keywords": []}'
+    assert early_stop.close(whole, schema) == whole
+    assert early_stop.close(head + ",", compact.unmark(schema)) == head + ","  # no mark: not touched
+    cut = '{"observations": ["Ilona'  # cut off before the pattern: left for the repair request
+    assert early_stop.close(cut, schema) == cut
+
+
+@pytest.mark.slow
+def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_before_it():
+    from llama_cpp import Llama, llama_chat_format
+
+    from retrieval.llm import sampling
+    from retrieval.llm.models import model_file
+
+    llm = Llama(str(model_file()), n_ctx=2048, n_threads=2, verbose=False)
+    messages = evaluate_messages(
+        "In which city was the inventor of the Varga loom born?", "Who invented the Varga loom?", [], [],
+        [("Varga loom", "The Varga loom is a hand loom invented by the weaver Ilona Varga in 1921. She was "
+                        "born in Szeged and later taught weaving in Budapest.")], True)
+    marked = evaluate_schema(2)
+
+    def write(schema: dict) -> tuple[str, int]:
+        llm.reset()  # the same prompt evaluation both times
+        out = llm.create_chat_completion(messages, max_tokens=200, temperature=0.0,
+                                         response_format={"type": "json_object", "schema": schema})
+        return out["choices"][0]["message"]["content"], out["usage"]["completion_tokens"]
+
+    originals = (llama_chat_format._grammar_for_json_schema, Llama._init_sampler)
+    try:
+        sampling.install()
+        early_stop.install()
+        early_stop.install()  # idempotent
+        (full, n_full), (short, n_short) = write(compact.unmark(marked)), write(marked)
+    finally:
+        llama_chat_format._grammar_for_json_schema, Llama._init_sampler = originals
+    closed = early_stop.close(short, marked)  # what EmbeddedLlamaCpp.complete returns
+    whole, ended = parse_evaluation(json.loads(full)), parse_evaluation(json.loads(closed))
+    assert whole["action"] == "DONE" and "Varga" in whole["answer"], full
+    assert full.startswith(short) and full.startswith(closed[:-1]), (short, full)
+    assert {k: ended[k] for k in ("observations", "action", "answer")} == \
+        {k: whole[k] for k in ("observations", "action", "answer")}
+    assert ended["next_statement"] == "" and ended["next_keywords"] == []
+    assert n_short < n_full, (short, full)

@@ -10,7 +10,8 @@ llama.cpp's own sampler (common_sampler) avoids it the same way as below: take t
 first choice without the grammar, ask the grammar about that one token, and only when the
 grammar rejects it filter the whole vocabulary. Greedy decoding makes this exact: if the
 overall best token is allowed, it is also the best allowed token, so the output is the same
-token for token (tests/test_llm_sampling.py compares both on real replies).
+token for token (tests/test_llm_sampling.py compares both on real replies). A schema with an
+early-stop mark ends its reply sooner; the tokens before the end are the same (early_stop.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import math
 from typing import Any
 
 import numpy as np
+
+from .early_stop import stop_watch
 
 
 class GreedyGrammarSampler:
@@ -40,7 +43,6 @@ class GreedyGrammarSampler:
         self._all = llama_cpp.llama_token_data_array(data=self._data, size=self._n_vocab, selected=-1, sorted=False)
         self._one_data = (llama_cpp.llama_token_data * 1)()
         self._one = llama_cpp.llama_token_data_array(data=self._one_data, size=1, selected=-1, sorted=False)
-        from .early_stop import stop_watch
         self._stop = stop_watch(llama, grammar)  # a marked schema may end the reply early
 
     def _fill(self, logits: np.ndarray) -> None:

@@ -40,6 +40,8 @@ def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
     assert embedded.response_format(schema, "evaluate")["schema"] is schema
     with pytest.raises(Exception):
         early_stop.mark({}, "(unclosed")
+    with pytest.raises(ValueError, match="empty"):
+        early_stop.mark({}, "")
 
 
 def test_the_watch_ends_the_reply_once_the_text_matches():

@@ -43,13 +43,15 @@ def compact_gbnf(grammar: str) -> str:
     return text
 
 
-def install() -> None:
-    """In the embedded server's process: build a marked schema's grammar without the optional
-    spaces; an unmarked schema gets llama-cpp-python's own grammar, unchanged."""
-    from llama_cpp import llama_chat_format, llama_grammar
+def route_marked(key: str, build, tag: str) -> None:
+    """In the embedded server's process: a schema that carries the mark `key` gets its grammar
+    from `build(parsed_schema, inner, verbose, fallback_to_json)`; any other schema goes to the
+    builder installed before (llama-cpp-python's own, or another mark's). `tag` makes a second
+    install a no-op."""
+    from llama_cpp import llama_chat_format
 
-    original = llama_chat_format._grammar_for_json_schema
-    if getattr(original, "_hoptrace_compact", False):
+    inner = llama_chat_format._grammar_for_json_schema
+    if getattr(inner, tag, False):
         return
 
     def grammar_for_json_schema(schema: str, verbose: bool = False, fallback_to_json: bool = True):
@@ -57,10 +59,21 @@ def install() -> None:
             parsed = json.loads(schema)
         except ValueError:
             parsed = None
-        if not isinstance(parsed, dict) or not parsed.get(MARK):
-            return original(schema, verbose=verbose, fallback_to_json=fallback_to_json)
+        if not isinstance(parsed, dict) or not parsed.get(key):
+            return inner(schema, verbose=verbose, fallback_to_json=fallback_to_json)
+        return build(parsed, inner, verbose, fallback_to_json)
+
+    setattr(grammar_for_json_schema, tag, True)
+    llama_chat_format._grammar_for_json_schema = grammar_for_json_schema
+
+
+def install() -> None:
+    """In the embedded server's process: build a marked schema's grammar without the optional
+    spaces; an unmarked schema gets llama-cpp-python's own grammar, unchanged."""
+    from llama_cpp import llama_grammar
+
+    def build(parsed: dict, inner, verbose: bool, fallback_to_json: bool):
         text = llama_grammar.json_schema_to_gbnf(json.dumps(unmark(parsed)))
         return llama_grammar.LlamaGrammar.from_string(compact_gbnf(text), verbose=verbose)
 
-    grammar_for_json_schema._hoptrace_compact = True
-    llama_chat_format._grammar_for_json_schema = grammar_for_json_schema
+    route_marked(MARK, build, "_hoptrace_compact")

@@ -27,6 +27,8 @@ MARK = "x-hoptrace-stop-after"
 def mark(schema: dict, pattern: str) -> dict:
     """The schema of a task whose reply may end once the text written so far matches `pattern`
     (a regular expression searched in the whole reply)."""
+    if not pattern:
+        raise ValueError("an early-stop pattern must not be empty: it would end every reply at once")
     re.compile(pattern)  # a bad pattern fails here, in the caller, not in the server's process
     return {**schema, MARK: pattern}
 
@@ -75,23 +77,12 @@ def stop_watch(llama, grammar) -> Optional[StopWatch]:
 def install() -> None:
     """In the embedded server's process: a marked schema's grammar carries its pattern to the
     sampler; the rest of the schema is built into a grammar as before (compact marks included)."""
-    from llama_cpp import llama_chat_format
+    from .compact import route_marked
 
-    inner = llama_chat_format._grammar_for_json_schema
-    if getattr(inner, "_hoptrace_stop_after", False):
-        return
-
-    def grammar_for_json_schema(schema: str, verbose: bool = False, fallback_to_json: bool = True):
-        try:
-            parsed = json.loads(schema)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict) or MARK not in parsed:
-            return inner(schema, verbose=verbose, fallback_to_json=fallback_to_json)
-        pattern = parsed.pop(MARK)
-        grammar = inner(json.dumps(parsed), verbose=verbose, fallback_to_json=fallback_to_json)
-        grammar._hoptrace_stop_after = pattern
+    def build(parsed: dict, inner, verbose: bool, fallback_to_json: bool):
+        rest = {k: v for k, v in parsed.items() if k != MARK}
+        grammar = inner(json.dumps(rest), verbose=verbose, fallback_to_json=fallback_to_json)
+        grammar._hoptrace_stop_after = parsed[MARK]
         return grammar
 
-    grammar_for_json_schema._hoptrace_stop_after = True
-    llama_chat_format._grammar_for_json_schema = grammar_for_json_schema
+    route_marked(MARK, build, "_hoptrace_stop_after")

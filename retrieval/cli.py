@@ -70,23 +70,46 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--answer", action="store_true", help="end with the shared answer step (top-5 passages → answer)")
     _llm_args(a)
 
-    be = sub.add_parser("bench", help="recall / hit rates / latency / tokens of methods over questions")
-    be.add_argument("--kb", default="demo")
-    be.add_argument("--methods", required=True, help="comma-separated method names")
+    be = sub.add_parser("bench", help="recall / hit rates / latency / tokens of methods over questions; every run's "
+                                      "trace is kept as an experiment (hoptrace experiments / compare)")
+    # Defaults are None here and filled in cmd_bench: `--resume` must tell an argument given
+    # again from one left out (traces/experiments.py check_resume).
+    be.add_argument("--kb", default=None, help="KB name or path (default demo)")
+    be.add_argument("--methods", default=None, help="comma-separated method names (required unless --resume)")
     be.add_argument("--questions", type=Path, help="questions file (default: the KB's own questions)")
     be.add_argument("--limit", type=int)
-    be.add_argument("--protocol", default="per-k", choices=["per-k", "slice"],
+    be.add_argument("--protocol", default=None, choices=["per-k", "slice"],
                     help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
     be.add_argument("--ks", default=None, help="comma-separated cut-offs (default 2,5,10,15)")
-    be.add_argument("--answer", action="store_true", help="add EM and F1 of the shared answer step (needs an LLM)")
-    be.add_argument("--difficulty-samples", type=int, default=0, metavar="N",
+    be.add_argument("--answer", action="store_true", default=None,
+                    help="add EM and F1 of the shared answer step (needs an LLM)")
+    be.add_argument("--difficulty-samples", type=int, default=None, metavar="N",
                     help="estimate each question's r_i with N closed-book LLM samples and report C_w (GRASP eq. 3)")
-    be.add_argument("--pause-ms", type=float, default=0.0, metavar="MS",
+    be.add_argument("--pause-ms", type=float, default=None, metavar="MS",
                     help="idle this long before each question, untimed: latencies as a single click in the app "
                          "sees them (caches gone cold), to set beside the app's columns; default 0, back to back")
+    be.add_argument("--concurrency", type=int, default=1, metavar="N",
+                    help="questions in flight at once, for an LLM endpoint (--llm URL) that serves requests in "
+                         "parallel; the embedded model serves one at a time (default 1)")
+    be.add_argument("--resume", default=None, metavar="ID",
+                    help="continue an interrupted experiment: runs it stored are kept, only the rest run")
+    be.add_argument("--no-store", action="store_true",
+                    help="keep no traces (no experiment): only the summary, as before experiments existed")
     be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
+
+    ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
+    ex.add_argument("--limit", type=int, default=50)
+    ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
+
+    cp = sub.add_parser("compare", help="an experiment's methods compared question by question, with 95 %% "
+                                        "intervals, paired randomization tests, and where each method lost the gold")
+    cp.add_argument("experiment", help="experiment id (or a unique prefix of 6+ characters)")
+    cp.add_argument("--metric", default="recall@5", help="recall@K | anyhit@K | allhit@K | em | f1 (default recall@5)")
+    cp.add_argument("--methods", default=None, help="comma-separated subset of the experiment's methods")
+    cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
+    cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
 
     rp = sub.add_parser("reproduce", help="a paper's tables on a KB: our figures beside the paper's, and its claims")
     rp.add_argument("paper", choices=["griever", "gear", "sag", "grasp"])
@@ -184,7 +207,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
-                "record-showcase": cmd_record_showcase, "silver": cmd_silver}[
+                "record-showcase": cmd_record_showcase, "silver": cmd_silver, "experiments": cmd_experiments,
+                "compare": cmd_compare}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -310,7 +334,7 @@ def _estimate(plan, out: Path, corpus: Path, questions: Optional[Path], args) ->
     return 0
 
 
-def _context(kb: str, args=None):
+def _context(kb: str, args=None, **llm_overrides):
     from .embed import get_embedder
     from .kb.presets import ensure_demo
     from .llm import LLMSettings, get_llm
@@ -320,7 +344,7 @@ def _context(kb: str, args=None):
     if kb == "demo":
         ensure_demo()
     store = open_store(kb)
-    llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None)))
+    llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None), **llm_overrides))
     return Context(store, get_embedder(store.info().embed_model), llm, profile=getattr(args, "profile", None))
 
 
@@ -363,13 +387,52 @@ def cmd_ask(args) -> int:
     return 0 if run.status == "ok" else 1
 
 
+# What an experiment records of `hoptrace bench`'s arguments, and their defaults: a resume
+# compares the ones given again against these.
+BENCH_ARGS = {"kb": "demo", "methods": None, "questions": None, "limit": None, "protocol": "per-k", "ks": None,
+              "answer": False, "difficulty_samples": 0, "pause_ms": 0.0, "llm": None, "llm_model": None,
+              "profile": None}
+
+
+def _bench_args(args) -> dict:
+    """The recorded arguments as given (None where left out), paths as text."""
+    out = {}
+    for k in BENCH_ARGS:
+        v = getattr(args, k, None)
+        out[k] = str(v) if isinstance(v, Path) else v
+    return out
+
+
 def cmd_bench(args) -> int:
     from .bench.report import table, write_csv, write_html, write_json
-    from .bench.runner import KS, run_bench
+    from .bench.runner import KS, bench_plan, run_bench
     from .corpus import load_questions
     from .methods import method_names
 
-    ctx = _context(args.kb, args)
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
+    experiments = exp = None
+    asked = _bench_args(args)
+    if args.resume:
+        if args.no_store:
+            raise ConfigError("--resume continues a stored experiment; it cannot be combined with --no-store")
+        from traces.experiments import Experiments, check_resume
+
+        experiments = Experiments(_trace_store())
+        exp = experiments.get(args.resume)
+        check_resume(exp, asked)
+        for k, v in exp.spec["args"].items():
+            setattr(args, k, Path(v) if k == "questions" and v else v)
+    for k, v in BENCH_ARGS.items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+    if not args.methods:
+        raise ConfigError("--methods is required (comma-separated method names), unless --resume ID")
+    concurrency_llm = {"concurrency": max(args.concurrency, 4)} if args.concurrency > 1 else {}
+    ctx = _context(args.kb, args, **concurrency_llm)
+    if args.concurrency > 1 and (ctx.llm is None or ctx.llm.settings.backend == "local"):
+        raise ConfigError("--concurrency N needs an LLM endpoint (--llm http://host:port/v1 or openai): the embedded "
+                          "model serves one request at a time, and LLM-free methods would only share 2 cores")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     try:
         ks = tuple(int(x) for x in args.ks.split(",")) if args.ks else KS
@@ -389,12 +452,46 @@ def cmd_bench(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions; pass --questions FILE")
     if args.limit:
         questions = questions[: args.limit]
+    done = None
+    if not args.no_store:
+        from traces.experiments import Experiments, kb_fingerprint, method_spec, question_record
+        from .methods import make_method
+
+        experiments = experiments or Experiments(_trace_store())
+        fp = kb_fingerprint(ctx.store)
+        if exp is None:
+            insts = {m: make_method(m, ctx) for m in methods}
+            spec = {"methods": {m: method_spec(i, m, {}) for m, i in insts.items()}, "ks": list(ks),
+                    "protocol": args.protocol, "plan": bench_plan(insts, ks, args.protocol),
+                    "questions": [question_record(q) for q in questions], "args": _bench_args(args)}
+            exp = experiments.start("bench", args.kb, fp, ctx.llm.describe() if ctx.llm else "none", spec)
+        else:
+            if exp.kb_fingerprint != fp:
+                raise ConfigError(f"KB {args.kb} changed since experiment {exp.id[:12]} started (fingerprint "
+                                  f"{exp.kb_fingerprint} → {fp}); its runs cannot be continued on it")
+            wanted = [q["id"] for q in exp.questions]
+            by_id = {q.id: q for q in questions}
+            questions = [by_id[i] for i in wanted if i in by_id]
+            if len(questions) != len(wanted):
+                raise ConfigError(f"{len(wanted) - len(questions)} of the experiment's questions are no longer in "
+                                  f"the KB {args.kb}; it cannot be resumed")
+            done = experiments.finished(exp)
+            print(f"resuming experiment {exp.id}: {len(done)} runs stored, the rest run now", file=sys.stderr)
+        if not args.quiet:
+            print(f"experiment {exp.id} (traces kept in {experiments.traces.path})", file=sys.stderr)
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
-                    answer=args.answer, difficulty_samples=args.difficulty_samples, pause_ms=args.pause_ms)
+                    answer=args.answer, difficulty_samples=args.difficulty_samples, pause_ms=args.pause_ms,
+                    sink=experiments.sink(exp) if exp else None, done=done, concurrency=args.concurrency)
     pause = f", {args.pause_ms:g} ms idle before each question (untimed)" if args.pause_ms else ""
-    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}, "
+    conc = f", {args.concurrency} questions in flight" if args.concurrency > 1 else ""
+    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}{conc}, "
           f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
     print(table(res))
+    if exp is not None:
+        experiments.finish(exp, res.to_json(include_per_question=False))
+        n = len(experiments.entries(exp))
+        print(f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces · "
+              f"hoptrace compare {exp.id[:12]} --metric recall@5")
     if args.json_out:
         out = args.json_out
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -402,6 +499,47 @@ def cmd_bench(args) -> int:
         write_csv(res, out.with_suffix(".csv"))
         write_html(res, out.with_suffix(".html"))
         print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
+    return 0
+
+
+def _trace_store():
+    from traces.store import TraceStore, default_path
+
+    return TraceStore(default_path())
+
+
+def cmd_experiments(args) -> int:
+    from traces.experiments import Experiments
+
+    exps = Experiments(_trace_store()).list(limit=args.limit)
+    if args.json:
+        print(json.dumps([e.__dict__ for e in exps], indent=1, default=str))
+        return 0
+    if not exps:
+        print("no experiments stored yet: `hoptrace bench` or `hoptrace reproduce` make one")
+        return 0
+    for e in exps:
+        print(f"{e.describe()} · LLM {e.llm} · code {e.code_version}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from traces.compare import compare, render_text, write_html
+    from traces.experiments import Experiments
+
+    experiments = Experiments(_trace_store())
+    exp = experiments.get(args.experiment)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    cmp = compare(experiments, exp, args.metric, methods)
+    print(render_text(cmp))
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(cmp.to_json(), indent=1, default=str))
+        print(f"wrote {args.json_out}")
+    if args.html_out:
+        args.html_out.parent.mkdir(parents=True, exist_ok=True)
+        write_html(cmp, args.html_out)
+        print(f"wrote {args.html_out}")
     return 0
 
 
@@ -423,16 +561,37 @@ def cmd_reproduce(args) -> int:
         n = min(args.limit or len(questions), len(questions))
         print(f"{len(llm_rows)} rows need the LLM: {len(llm_rows) * n} runs on {n} questions "
               f"(a minute or more each on the embedded model; --limit N runs fewer)", file=sys.stderr)
+    experiments, exp = _reproduce_experiment(ctx, args, questions, select_rows(args.paper, not args.no_llm_rows))
     rep = reproduce(ctx, args.kb, questions, args.paper, progress=not args.quiet,
-                    include_llm=not args.no_llm_rows, llm_limit=args.limit, dataset=args.dataset)
+                    include_llm=not args.no_llm_rows, llm_limit=args.limit, dataset=args.dataset,
+                    sink=experiments.sink(exp))
+    experiments.finish(exp, rep.to_json())
     print(f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
     print(render(rep))
+    print(f"experiment {exp.id}: every run's trace kept · hoptrace compare {exp.id[:12]} --metric recall@5")
     for path, write in ((args.json_out, write_json), (args.html_out, write_html)):
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             write(rep, path)
             print(f"wrote {path}")
     return 0
+
+
+def _reproduce_experiment(ctx, args, questions, rows):
+    """`reproduce` keeps its runs as an experiment, each table row a method of it."""
+    from traces.experiments import Experiments, kb_fingerprint, method_spec, question_record
+    from .methods import make_method
+
+    experiments = Experiments(_trace_store())
+    spec = {"methods": {r.key: method_spec(make_method(r.method, ctx, **dict(r.settings)), r.method, dict(r.settings))
+                        for r in rows},
+            "ks": sorted({int(m.split("@")[1]) for r in rows for d in r.paper.values() for m in d if "@" in m}),
+            "protocol": "per-k", "questions": [question_record(q) for q in questions],
+            "args": {"paper": args.paper, "kb": args.kb, "limit": args.limit, "questions_limit": args.questions_limit,
+                     "no_llm_rows": args.no_llm_rows, "dataset": args.dataset}}
+    exp = experiments.start("reproduce", args.kb, kb_fingerprint(ctx.store), ctx.llm.describe() if ctx.llm else "none",
+                            spec)
+    return experiments, exp
 
 
 def cmd_silver(args) -> int:

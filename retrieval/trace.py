@@ -174,8 +174,8 @@ class RunResult:
         return sum(s.tokens_out for s in self.stages)
 
     def _repr_html_(self) -> str:
-        """Jupyter shows a run as the app's column does (ui/render.py is HTML only, no Gradio)."""
-        from ui.render import column_html, grid_html
+        """Jupyter shows a run as the app's column does (render_html.py: HTML only, below the UI)."""
+        from .render_html import column_html, grid_html
 
         return grid_html([column_html(self.method, self.stages, self, set(self.gold), running=False)])
 

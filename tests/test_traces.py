@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.errors import InputError
 from retrieval.methods import make_method
-from traces.analysis import gold_fates
+from retrieval.gold import gold_fates
 from traces.store import TraceStore
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"

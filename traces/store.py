@@ -100,6 +100,19 @@ class TraceStore:
                                     "completion": str, "tokens_in": int, "tokens_out": int, "latency_ms": float,
                                     "cached": int, "error": str},
                                    pk=("run_id", "stage_seq", "seq"), foreign_keys=[("run_id", "runs")])
+        if "experiments" not in db.table_names():
+            # A benchmark kept as evidence (traces/experiments.py): its spec, and one row per
+            # (question, method, k) pointing at the run's full trace in `runs`.
+            db["experiments"].create({"id": str, "created_at": float, "finished_at": float, "kind": str, "kb": str,
+                                      "kb_fingerprint": str, "llm": str, "code_version": str, "status": str,
+                                      "owner": str, "session_id": str, "n_questions": int, "spec": str,
+                                      "summary": str}, pk="id")
+            db["experiments"].create_index(["created_at"])
+        if "experiment_runs" not in db.table_names():
+            db["experiment_runs"].create({"experiment_id": str, "question_id": str, "method": str, "k": int,
+                                          "run_id": str, "seq": int, "row": str, "fates": str},
+                                         pk=("experiment_id", "question_id", "method", "k"),
+                                         foreign_keys=[("experiment_id", "experiments"), ("run_id", "runs")])
         if "bench_results" not in db.table_names():
             db["bench_results"].create({"id": str, "session_id": str, "created_at": float, "kb": str,
                                         "result": str}, pk="id")
@@ -117,28 +130,37 @@ class TraceStore:
 
     def save_run(self, session_id: str, kb: str, run: RunResult, gold: Iterable[str] = (),
                  k: Optional[int] = None) -> str:
+        with self._lock:
+            con = self.db.conn
+            with con:  # one transaction: a run is stored whole or not at all
+                return self.insert_run(con, session_id, kb, run, gold, k)
+
+    def transaction(self):
+        """The writer lock and one transaction on this thread's connection: `with store.transaction()
+        as con:` for writes that must land together with a run (traces/experiments.py)."""
+        return _Transaction(self)
+
+    def insert_run(self, con, session_id: str, kb: str, run: RunResult, gold: Iterable[str] = (),
+                   k: Optional[int] = None) -> str:
+        """The run's rows, inside the caller's transaction (save_run, or an experiment's record)."""
         gold = list(gold)
         rid = uuid.uuid4().hex[:16]
         top = set(run.ranked_ids())
         recall = (sum(g in top for g in gold) / len(gold)) if gold else None
-        result = run.to_json()
-        with self._lock:
-            con = self.db.conn
-            with con:  # one transaction: a run is stored whole or not at all
-                self._insert(con, "runs", [{
-                    "id": rid, "session_id": session_id, "created_at": time.time(), "kb": kb, "method": run.method,
-                    "question": run.question, "status": run.status, "error": run.error, "latency_ms": run.latency_ms,
-                    "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "gold": json.dumps(gold),
-                    "recall": recall, "k": k or len(run.ranked), "result": result}])
-                self._insert(con, "stages", [
-                    {"run_id": rid, "seq": i, "name": s.name, "title": s.title, "status": s.status,
-                     "latency_ms": s.latency_ms, "tokens_in": s.tokens_in, "tokens_out": s.tokens_out,
-                     "started_at": s.started_at} for i, s in enumerate(run.stages)])
-                self._insert(con, "llm_calls", [
-                    {"run_id": rid, "stage_seq": i, "seq": j, "model": c.model, "prompt": c.prompt,
-                     "completion": c.completion, "tokens_in": c.tokens_in, "tokens_out": c.tokens_out,
-                     "latency_ms": c.latency_ms, "cached": int(c.cached), "error": c.error}
-                    for i, s in enumerate(run.stages) for j, c in enumerate(s.llm_calls)])
+        self._insert(con, "runs", [{
+            "id": rid, "session_id": session_id, "created_at": time.time(), "kb": kb, "method": run.method,
+            "question": run.question, "status": run.status, "error": run.error, "latency_ms": run.latency_ms,
+            "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "gold": json.dumps(gold),
+            "recall": recall, "k": k or len(run.ranked), "result": run.to_json()}])
+        self._insert(con, "stages", [
+            {"run_id": rid, "seq": i, "name": s.name, "title": s.title, "status": s.status,
+             "latency_ms": s.latency_ms, "tokens_in": s.tokens_in, "tokens_out": s.tokens_out,
+             "started_at": s.started_at} for i, s in enumerate(run.stages)])
+        self._insert(con, "llm_calls", [
+            {"run_id": rid, "stage_seq": i, "seq": j, "model": c.model, "prompt": c.prompt,
+             "completion": c.completion, "tokens_in": c.tokens_in, "tokens_out": c.tokens_out,
+             "latency_ms": c.latency_ms, "cached": int(c.cached), "error": c.error}
+            for i, s in enumerate(run.stages) for j, c in enumerate(s.llm_calls)])
         return rid
 
     def save_bench(self, session_id: str, kb: str, result: dict) -> str:
@@ -207,3 +229,29 @@ class TraceStore:
             run, info = self.load_run(rid)
             out.append({"id": rid, **info, "run": run.to_dict()})
         return json.dumps(out, indent=1, default=str)
+
+
+class _Transaction:
+    def __init__(self, store: TraceStore):
+        self.store = store
+
+    def __enter__(self):
+        self.store._lock.acquire()
+        self.con = self.store.db.conn
+        self.con.__enter__()
+        return self.con
+
+    def __exit__(self, *exc):
+        try:
+            return self.con.__exit__(*exc)
+        finally:
+            self.store._lock.release()
+
+
+def default_path() -> Path:
+    """The trace file the app and the CLI share: $HOPTRACE_TRACES, else $HOPTRACE_HOME/traces.sqlite."""
+    import os
+
+    from retrieval.paths import home
+
+    return Path(os.environ.get("HOPTRACE_TRACES") or home() / "traces.sqlite")

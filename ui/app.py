@@ -22,9 +22,10 @@ from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
 from retrieval import onnx_encoder, showcase as showcase_mod
+from traces.experiments import Experiments, kb_fingerprint, method_spec, question_record
 from traces.store import TraceStore
 
-from . import render
+from . import evidence, render
 from .ask import run_side_by_side, uses_llm
 from .picker import GROUPS, group_info
 from .public import LimitError, PublicLimits, new_visitor_id
@@ -64,7 +65,18 @@ def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str]
     return runs, gold, kb, question
 
 
+def _stored_runs(traces: TraceStore, run_ids: list[str]) -> tuple[dict, set[str]]:
+    """Runs opened from an experiment, labelled by method as the drill-down showed them."""
+    runs, gold = {}, set()
+    for rid in run_ids:
+        run, info = traces.load_run(rid)
+        runs[run.method if run.method not in runs else f"{run.method} [{rid[:6]}]"] = run
+        gold |= set(info["gold"])
+    return runs, gold
+
+
 SHOWCASE_PREFIX = "showcase:"
+RUNS_PREFIX = "runs:"  # session_state of a pair opened from an experiment
 
 
 def _load_showcase(kb: str):
@@ -94,6 +106,8 @@ def build(state: AppState) -> gr.Blocks:
     demo_kb = state.kb(kbs[0])
     examples = [q.text for q in demo_kb.questions[:40]]
     all_methods = method_names()
+    experiments = Experiments(state.traces)
+    comparisons = evidence.ComparisonCache()
 
     with gr.Blocks(title="HopTrace") as app:
         gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
@@ -105,86 +119,107 @@ def build(state: AppState) -> gr.Blocks:
         # The visitor's id lives in their browser; in public mode it decides whose runs they see.
         visitor = gr.BrowserState("", storage_key="hoptrace-visitor")
 
-        with gr.Tab("Ask"):
-            sc, sc_error = _load_showcase("demo")
-            with gr.Row(visible=sc is not None or bool(sc_error)):
-                sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=None, scale=4,
-                                      label=(f"Showcase: open a recorded run instantly ({sc.banner})" if sc
-                                             else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
-                live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
-            question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
-            example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
-            with gr.Row():
-                pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none")
-                k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
-                iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
-                with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
-            run_btn = gr.Button("Run", variant="primary", elem_id="run")
-            link = gr.Markdown(elem_id="session-link")
-            columns = gr.HTML(elem_id="columns")
-            with gr.Accordion("Subgraph", open=True):
-                gr.HTML("<style>#stage-click{display:none}</style>")
-                stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
-                graph_pick = gr.Dropdown([], label="Stage (or click a stage's graph link in its column)",
-                                         elem_id="graph-pick", allow_custom_value=True)
-                graph = gr.HTML(elem_id="graph")
-            comparison = gr.Plot(label="Comparison", elem_id="comparison")
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Ask", id="ask"):
+                sc, sc_error = _load_showcase("demo")
+                with gr.Row(visible=sc is not None or bool(sc_error)):
+                    sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=None, scale=4,
+                                          label=(f"Showcase: open a recorded run instantly ({sc.banner})" if sc
+                                                 else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
+                    live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
+                question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
+                example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
+                with gr.Row():
+                    pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none")
+                    k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+                    iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
+                    with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
+                run_btn = gr.Button("Run", variant="primary", elem_id="run")
+                link = gr.Markdown(elem_id="session-link")
+                columns = gr.HTML(elem_id="columns")
+                with gr.Accordion("Subgraph", open=True):
+                    gr.HTML("<style>#stage-click{display:none}</style>")
+                    stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
+                    graph_pick = gr.Dropdown([], label="Stage (or click a stage's graph link in its column)",
+                                             elem_id="graph-pick", allow_custom_value=True)
+                    graph = gr.HTML(elem_id="graph")
+                comparison = gr.Plot(label="Comparison", elem_id="comparison")
 
-        with gr.Tab("Traces"):
-            with gr.Row():
-                f_method = gr.Dropdown(["any"] + all_methods, value="any", label="Method")
-                f_text = gr.Textbox(label="Question contains")
-                f_btn = gr.Button("Refresh", elem_id="refresh-runs")
-            runs_table = gr.Dataframe(headers=RUN_COLUMNS, interactive=False, wrap=True, elem_id="runs-table")
-            with gr.Row():
-                run_a = gr.Textbox(label="Run id", elem_id="run-a")
-                run_b = gr.Textbox(label="Second run id (side by side)")
-                show_btn = gr.Button("Show stored run(s)", elem_id="show-runs")
-            stored = gr.HTML(elem_id="stored")
-            stored_plot = gr.Plot()
-            with gr.Row():
-                export_ids = gr.Textbox(label="Export: run ids (comma-separated) or a session id")
-                export_btn = gr.Button("Export JSON")
-            export_file = gr.File(label="Export")
+            with gr.Tab("Traces", id="traces"):
+                with gr.Row():
+                    f_method = gr.Dropdown(["any"] + all_methods, value="any", label="Method")
+                    f_text = gr.Textbox(label="Question contains")
+                    f_btn = gr.Button("Refresh", elem_id="refresh-runs")
+                runs_table = gr.Dataframe(headers=RUN_COLUMNS, interactive=False, wrap=True, elem_id="runs-table")
+                with gr.Row():
+                    run_a = gr.Textbox(label="Run id", elem_id="run-a")
+                    run_b = gr.Textbox(label="Second run id (side by side)")
+                    show_btn = gr.Button("Show stored run(s)", elem_id="show-runs")
+                stored = gr.HTML(elem_id="stored")
+                stored_plot = gr.Plot()
+                with gr.Row():
+                    export_ids = gr.Textbox(label="Export: run ids (comma-separated) or a session id")
+                    export_btn = gr.Button("Export JSON")
+                export_file = gr.File(label="Export")
 
-        with gr.Tab("Benchmark"):
-            with gr.Row():
-                b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
-                                             label="Methods")
-                b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
-            b_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
-            b_table = gr.Dataframe(interactive=False, elem_id="bench-table")
-            with gr.Row():
-                b_plot_lat = gr.Plot(label="recall@5 vs latency", elem_id="bench-latency")
-                b_plot_tok = gr.Plot(label="recall@5 vs tokens")
-            gr.Markdown("**Reproduce a paper**: the rows of its tables that HopTrace implements, on this KB, "
-                        "beside the paper's own figures, and whether each of its claims holds here.")
-            with gr.Row():
-                r_paper = gr.Dropdown(["griever", "gear", "sag", "grasp"], value="griever", label="Paper",
-                                      elem_id="repro-paper")
-                r_with_llm = gr.Checkbox(value=False, label="Include the rows that need the LLM (minutes a question "
-                                                            "on 2 CPU cores)", elem_id="repro-with-llm")
-                r_llm_limit = gr.Number(value=5, precision=0, label="Questions for LLM rows (max)",
-                                        elem_id="repro-llm-limit")
-            r_btn = gr.Button("Reproduce", elem_id="repro-run")
-            r_out = gr.HTML(elem_id="repro-out")
-            r_plot = gr.Plot(label="ours vs paper", elem_id="repro-plot")
+            with gr.Tab("Benchmark", id="benchmark"):
+                with gr.Row():
+                    b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
+                                                 label="Methods")
+                    b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
+                b_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+                b_table = gr.Dataframe(interactive=False, elem_id="bench-table")
+                with gr.Row():
+                    b_plot_lat = gr.Plot(label="recall@5 vs latency", elem_id="bench-latency")
+                    b_plot_tok = gr.Plot(label="recall@5 vs tokens")
+                gr.Markdown("**Reproduce a paper**: the rows of its tables that HopTrace implements, on this KB, "
+                            "beside the paper's own figures, and whether each of its claims holds here.")
+                with gr.Row():
+                    r_paper = gr.Dropdown(["griever", "gear", "sag", "grasp"], value="griever", label="Paper",
+                                          elem_id="repro-paper")
+                    r_with_llm = gr.Checkbox(value=False, label="Include the rows that need the LLM (minutes a question "
+                                                                "on 2 CPU cores)", elem_id="repro-with-llm")
+                    r_llm_limit = gr.Number(value=5, precision=0, label="Questions for LLM rows (max)",
+                                            elem_id="repro-llm-limit")
+                r_btn = gr.Button("Reproduce", elem_id="repro-run")
+                r_out = gr.HTML(elem_id="repro-out")
+                r_plot = gr.Plot(label="ours vs paper", elem_id="repro-plot")
+                gr.Markdown("**Experiments**: every benchmark and reproduction above (and `hoptrace bench` / "
+                            "`reproduce` on this machine) keeps each question's trace. Pick one and two of its "
+                            "methods: their difference with its uncertainty, where each lost the gold, and the "
+                            "questions one by one. A click on a question opens both stored runs side by side in "
+                            "the Ask tab.")
+                with gr.Row():
+                    e_pick = gr.Dropdown([], label="Experiment", scale=3, elem_id="exp-pick")
+                    e_metric = gr.Dropdown(["recall@5"], value="recall@5", label="Metric", scale=1,
+                                           elem_id="exp-metric")
+                    e_a = gr.Dropdown([], label="Method A", scale=1, elem_id="exp-a")
+                    e_b = gr.Dropdown([], label="Method B", scale=1, elem_id="exp-b")
+                    e_refresh = gr.Button("Refresh list", scale=0, elem_id="exp-refresh")
+                e_summary = gr.HTML(elem_id="exp-summary")
+                with gr.Row():
+                    e_means = gr.Plot(label="means with 95 % intervals", elem_id="exp-means-plot")
+                    e_groups = gr.Plot(label="by hop count / question type", elem_id="exp-groups")
+                e_funnel = gr.Plot(label="where the gold is lost", elem_id="exp-funnel")
+                e_rows = gr.Dataframe(headers=evidence.ROW_COLUMNS, interactive=False, wrap=True,
+                                      elem_id="exp-rows", label="Questions (largest difference first; click a "
+                                                                "header to sort, a row to open both runs)")
 
-        with gr.Tab("Index"):
-            gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
-                        "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
-                        "and becomes a knowledge base you can ask.")
-            with gr.Row():
-                up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
-                up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"])
-                up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
-            with gr.Row():
-                up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
-                up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
-                                        info="llm: GEAR triples, SAG events and GRASP propositions made by the "
-                                             "configured LLM (slow on CPU: ~30 s a passage)")
-            up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
-            up_log = gr.Markdown(elem_id="up-log")
+            with gr.Tab("Index", id="index"):
+                gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
+                            "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
+                            "and becomes a knowledge base you can ask.")
+                with gr.Row():
+                    up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
+                    up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"])
+                    up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
+                with gr.Row():
+                    up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
+                    up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
+                                            info="llm: GEAR triples, SAG events and GRASP propositions made by the "
+                                                 "configured LLM (slow on CPU: ~30 s a passage)")
+                up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
+                up_log = gr.Markdown(elem_id="up-log")
 
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
@@ -255,7 +290,10 @@ def build(state: AppState) -> gr.Blocks:
                 item = sc.find(sid[len(SHOWCASE_PREFIX):]) if sc else None
                 st = _pick_stage(item.current_runs, choice) if item else None
                 return render.graph_iframe(st.subgraph if st else None, set(item.gold) if item else set())
-            runs, gold, _, _ = _stored_session(state.traces, sid)
+            if sid.startswith(RUNS_PREFIX):
+                runs, gold = _stored_runs(state.traces, sid[len(RUNS_PREFIX):].split(","))
+            else:
+                runs, gold, _, _ = _stored_session(state.traces, sid)
             st = _pick_stage(runs, choice)
             return render.graph_iframe(st.subgraph if st else None, gold)
 
@@ -279,6 +317,21 @@ def build(state: AppState) -> gr.Blocks:
 
         app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])
 
+        def reopen_experiment(who, request: gr.Request):
+            """`?experiment=ID` opens the Benchmark tab on that experiment. The whole id is a
+            capability in public mode, as a session link is: it opens for whoever has it."""
+            eid = ((request.query_params.get("experiment") if request else None) or "").strip()
+            mine = evidence.choices(experiments, state.owner_filter(who))
+            if not eid:
+                return gr.update(), gr.update(choices=mine)
+            try:
+                exp = evidence.find(experiments, eid, state.owner_filter(who) if state.public.enabled else None)
+            except HopTraceError:
+                return gr.update(), gr.update(choices=mine)
+            if exp.id not in {v for _, v in mine}:
+                mine = [(exp.describe(), exp.id)] + mine
+            return gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id)
+
         # --- Traces ------------------------------------------------------------------------
         def list_runs(method, text, who):
             rows = state.traces.list_runs(None if method == "any" else method, text or None,
@@ -295,6 +348,7 @@ def build(state: AppState) -> gr.Blocks:
 
         loaded = app.load(arrive, visitor, visitor)
         loaded.then(list_runs, [f_method, f_text, visitor], runs_table)
+        loaded.then(reopen_experiment, visitor, [tabs, e_pick])
         # In public mode the KBs this visitor built join the list; other visitors' never do.
         loaded.then(lambda who: gr.update(choices=state.kb_names(who)), visitor, kb)
         app.load(lambda name: _backends_line(state, state.kb(name)), kb, backends)
@@ -353,17 +407,35 @@ def build(state: AppState) -> gr.Blocks:
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
                 raise gr.Error(f"KB {kb_name} has no questions with gold passages")
-            res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
-                            on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"))
-            sid = state.traces.new_session(kb_name, kind="bench", owner=who or "")
-            state.traces.save_bench(sid, kb_name, res.to_json())
+            exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
+                                    {"methods": ",".join(chosen), "limit": int(limit or 1)})
+            try:
+                res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
+                                on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"),
+                                sink=experiments.sink(exp))
+            except Exception:
+                experiments.finish(exp, {}, status="failed")
+                raise
+            experiments.finish(exp, res.to_json(include_per_question=False))
             cols = ["recall@5", "recall@10", "anyhit@5", "latency_ms_p50", "tokens_per_question"]
             table = [[m] + [row.get(c) for c in cols] for m, row in res.methods.items()]
             return (gr.update(value=table, headers=["method"] + cols), _scatter(res, "latency_ms_p50"),
-                    _scatter(res, "tokens_per_question"))
+                    _scatter(res, "tokens_per_question"),
+                    gr.update(choices=evidence.choices(experiments, state.owner_filter(who)), value=exp.id))
 
-        b_btn.click(bench, [kb, b_methods, b_limit, visitor], [b_table, b_plot_lat, b_plot_tok], concurrency_limit=1,
-                    concurrency_id="bench")
+        def _start_experiment(kind, open_kb, labels, specs, questions, who, args):
+            from retrieval.methods import make_method
+            spec = {"methods": {}, "ks": [2, 5, 10, 15], "protocol": "per-k",
+                    "questions": [question_record(q) for q in questions], "args": args}
+            for label in labels:
+                name, settings = specs.get(label, (label, {}))
+                spec["methods"][label] = method_spec(make_method(name, open_kb.ctx, **settings), name, settings)
+            llm = open_kb.ctx.llm.describe() if open_kb.ctx.llm else "none"
+            return experiments.start(kind, open_kb.name, kb_fingerprint(open_kb.ctx.store), llm, spec,
+                                     owner=who or "")
+
+        b_btn.click(bench, [kb, b_methods, b_limit, visitor], [b_table, b_plot_lat, b_plot_tok, e_pick],
+                    concurrency_limit=1, concurrency_id="bench")
 
         def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who):
             from retrieval.bench.reproduce import figure, render as render_rep, reproduce
@@ -379,18 +451,71 @@ def build(state: AppState) -> gr.Blocks:
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
                 raise gr.Error(f"KB {kb_name} has no questions with gold passages")
+            from retrieval.bench.reproduce import select_rows
+            include = bool(with_llm) and open_kb.ctx.llm is not None
+            rows = select_rows(paper, include)
+            exp = _start_experiment("reproduce", open_kb, [r.key for r in rows],
+                                    {r.key: (r.method, dict(r.settings)) for r in rows}, questions, who,
+                                    {"paper": paper, "limit": int(limit or 1), "llm_rows": include,
+                                     "llm_limit": int(llm_limit or 1)})
             try:
-                include = bool(with_llm) and open_kb.ctx.llm is not None
                 rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
-                                llm_limit=max(1, int(llm_limit or 1)))
+                                llm_limit=max(1, int(llm_limit or 1)), sink=experiments.sink(exp))
             except HopTraceError as e:
+                experiments.finish(exp, {}, status="failed")
                 raise gr.Error(str(e))
+            experiments.finish(exp, rep.to_json())
             note = "" if include else ("<p>The rows that need an LLM were left out"
                                        + ("" if open_kb.ctx.llm is not None else " (no LLM is configured)") + ".</p>")
-            return f"{note}<pre>{render.esc(render_rep(rep))}</pre>", figure(rep)
+            return (f"{note}<pre>{render.esc(render_rep(rep))}</pre>", figure(rep),
+                    gr.update(choices=evidence.choices(experiments, state.owner_filter(who)), value=exp.id))
 
-        r_btn.click(reproduce_paper, [kb, r_paper, b_limit, r_with_llm, r_llm_limit, visitor], [r_out, r_plot], concurrency_limit=1,
-                    concurrency_id="bench")
+        r_btn.click(reproduce_paper, [kb, r_paper, b_limit, r_with_llm, r_llm_limit, visitor], [r_out, r_plot, e_pick],
+                    concurrency_limit=1, concurrency_id="bench")
+
+        # --- Experiments: compare two methods, drill down to a question's two stored runs -------
+        def show_experiment(exp_id, metric, a, b, who):
+            """Fills the experiment's views; the method and metric pickers follow the experiment."""
+            if not exp_id:
+                return (gr.update(),) * 9
+            try:
+                exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
+                metrics = exp.metrics()
+                metric = metric if metric in metrics else ("recall@5" if "recall@5" in metrics else metrics[0])
+                v = evidence.view(comparisons, experiments, exp, metric, a, b)
+            except HopTraceError as e:
+                return (evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
+            return (v.summary_html, v.means_fig, v.groups_fig, v.funnel_fig, gr.update(value=v.rows),
+                    gr.update(choices=metrics, value=metric), gr.update(choices=exp.methods, value=v.a),
+                    gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id))
+
+        exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick]
+        for trigger in (e_pick.input, e_metric.input, e_a.input, e_b.input):
+            trigger(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
+        e_pick.change(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
+        e_refresh.click(lambda who: gr.update(choices=evidence.choices(experiments, state.owner_filter(who))),
+                        visitor, e_pick)
+
+        def open_question(evt: gr.SelectData, exp_id, metric, a, b, who):
+            """A row's two stored runs, exactly as stored (nothing re-runs), in the Ask tab's columns."""
+            qid = str(evt.row_value[0]) if evt.row_value else ""
+            try:
+                exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
+                runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid)
+            except HopTraceError as e:
+                return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * 2
+            choices = _graph_choices(runs)
+            st = _pick_stage(runs, choices[-1]) if choices else None
+            note = (f"<div class='ht-recorded' id='experiment-banner'>Stored runs of experiment "
+                    f"<code>{render.esc(exp.id[:12])}</code> (not re-run): {render.esc(a)} vs {render.esc(b)}, "
+                    f"question {render.esc(qid)}. A missed gold passage names the last stage that held it.</div>")
+            return (gr.Tabs(selected="ask"), q, note + _stored_grid(runs, gold),
+                    gr.update(choices=choices, value=choices[-1] if choices else None),
+                    render.graph_iframe(st.subgraph if st else None, gold), gr.update(),
+                    render.comparison_figure(runs, gold), RUNS_PREFIX + ",".join(ids))
+
+        e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor],
+                      [tabs, question, columns, graph_pick, graph, e_summary, comparison, session_state])
 
         # --- Index ---------------------------------------------------------------------------
         def index(corpus, qfile, openie, name, extractor, who, progress=gr.Progress(track_tqdm=True)):

@@ -11,10 +11,10 @@ from retrieval.embed import get_embedder
 from retrieval.errors import HopTraceError
 from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.methods import Context
-from retrieval.paths import home, kb_dir
+from retrieval.paths import kb_dir
 from retrieval.records import Question
 from retrieval.store import open_store
-from traces.store import TraceStore
+from traces.store import TraceStore, default_path
 
 from .public import KBOwners, LimitError, PublicLimits, RateLimiter
 
@@ -34,7 +34,7 @@ class AppState:
         self.rate = RateLimiter(self.public.requests_per_minute)
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
-        self.traces = TraceStore(trace_path or os.environ.get("HOPTRACE_TRACES") or home() / "traces.sqlite")
+        self.traces = TraceStore(trace_path or default_path())
         self._kbs: dict[str, OpenKB] = {}
         self._lock = threading.Lock()
         # One LLM for every KB and user; its own semaphore queues concurrent requests.

@@ -67,3 +67,42 @@ def _f1(prediction: str, gold: str) -> float:
 def f1_score(prediction: str, answers: Sequence[str]) -> float:
     """Token F1 against the best-matching gold answer or alias."""
     return max(_f1(prediction or "", a) for a in answers) if answers else float("nan")
+
+
+# --- one score a question, for paired comparisons (bench/significance.py) ----------------------
+RANK_METRICS = {"recall": recall_at, "anyhit": anyhit_at, "allhit": allhit_at}
+
+
+def parse_metric(metric: str) -> tuple[str, int]:
+    """'recall@5' → ('recall', 5); 'em' / 'f1' → (name, 0). A ConfigError names what is accepted."""
+    from ..errors import ConfigError
+
+    name, _, k = metric.partition("@")
+    if name in ("em", "f1") and not k:
+        return name, 0
+    if name in RANK_METRICS and k.isdigit() and int(k) > 0:
+        return name, int(k)
+    raise ConfigError(f"unknown metric {metric!r}; use recall@K, anyhit@K, allhit@K, em or f1")
+
+
+def per_question_scores(rows: Sequence, metric: str) -> dict[str, dict[str, float]]:
+    """{method: {question_id: score}} from bench rows (runner.QuestionResult or their dicts). A
+    rank metric at k is read from the run made at k when the method ran once per k (per-k
+    protocol), else from its one run; em / f1 from the run that answered. Questions without gold
+    (or without an answer, for em / f1) are left out."""
+    name, k = parse_metric(metric)
+    get = (lambda r, f: r[f]) if rows and isinstance(rows[0], dict) else getattr
+    by: dict[tuple[str, str], list] = {}
+    for r in rows:
+        by.setdefault((get(r, "method"), get(r, "question_id")), []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for (method, qid), rs in by.items():
+        if name in ("em", "f1"):
+            vals = [get(r, name) for r in rs if get(r, name) is not None]
+            value = vals[0] if vals else None
+        else:
+            at = [r for r in rs if get(r, "k") == k] or [max(rs, key=lambda r: get(r, "k"))]
+            value = RANK_METRICS[name](get(at[0], "ranked"), get(at[0], "gold"), k)
+        if value is not None and not (isinstance(value, float) and np.isnan(value)):
+            out.setdefault(method, {})[qid] = float(value)
+    return out

@@ -1,6 +1,9 @@
 """`hoptrace reproduce <paper>`: the rows of a paper's tables that HopTrace implements, run
 on a KB with `run_bench`, printed beside the paper's figures, and the paper's qualitative
-claims checked on our numbers (holds / does not hold, with the margin)."""
+claims checked on our numbers question by question: *holds* (significant in the paper's
+direction), *inconclusive* (the data cannot tell; with the questions the observed effect would
+need) or *does not hold* (significant the other way) — bench/significance.py. Each claim is its
+own test (no correction across claims), at α = 0.05."""
 from __future__ import annotations
 
 import html
@@ -13,7 +16,9 @@ from ..errors import ConfigError
 from ..methods import METHODS, Context, root_method
 from ..records import Question
 from .paper_tables import PAPERS, SETTING, Claim, Row
+from .metrics import per_question_scores
 from .runner import BenchResult, run_bench
+from .significance import Paired, paired, verdict
 
 
 @dataclass
@@ -24,6 +29,7 @@ class ClaimResult:
     ours_worse: Optional[float]
     paper_margin: Optional[float]
     strict: bool = True
+    test: Optional[Paired] = None     # the paired test on the questions both rows ran
 
     @property
     def margin(self) -> Optional[float]:
@@ -33,12 +39,31 @@ class ClaimResult:
 
     @property
     def verdict(self) -> str:
-        m = self.margin
-        if m is None:
+        if self.test is None:
             return "not measured"
-        if m == 0:
-            return "tie" if self.strict else "holds"
-        return "holds" if m > 0 else "does not hold"
+        return verdict(self.test)
+
+    def evidence(self) -> str:
+        """The figures behind the verdict, in words."""
+        t = self.test
+        if t is None or self.margin is None:
+            return "not measured"
+        paper = "" if self.paper_margin is None else f"; paper {self.paper_margin:+.3f}"
+        out = (f"{_f(self.ours_better)} vs {_f(self.ours_worse)}: {self.margin:+.3f} [{t.low:+.3f}, {t.high:+.3f}], "
+               f"p = {'<0.001' if t.p < 0.001 else f'{t.p:.3f}'}, {t.wins}/{t.ties}/{t.losses} win/tie/loss, "
+               f"n = {t.n}{paper}")
+        if self.verdict == "inconclusive":
+            need = t.needed_questions()
+            out += (f" — ~{need} questions would be needed at this effect and variance" if need
+                    else " — no difference was observed")
+            if not self.strict:
+                out += "; a '≥' claim is not contradicted"
+        return out
+
+    def to_json(self) -> dict:
+        return {"claim": self.text, "metric": self.metric, "ours_better": self.ours_better,
+                "ours_worse": self.ours_worse, "margin": self.margin, "paper_margin": self.paper_margin,
+                "verdict": self.verdict, "test": self.test.to_json() if self.test else None}
 
 
 @dataclass
@@ -56,9 +81,7 @@ class Reproduction:
     def to_json(self) -> dict:
         return {"paper": self.paper, "title": self.title, "dataset": self.dataset, "kb": self.kb,
                 "n_questions": self.n_questions, "metrics": self.metrics, "rows": self.rows,
-                "claims": [{"claim": c.text, "metric": c.metric, "ours_better": c.ours_better,
-                            "ours_worse": c.ours_worse, "margin": c.margin, "paper_margin": c.paper_margin,
-                            "verdict": c.verdict} for c in self.claims],
+                "claims": [c.to_json() for c in self.claims],
                 "bench": self.bench.to_json(include_per_question=False) if self.bench else None}
 
 
@@ -85,7 +108,7 @@ def select_rows(paper: str, include_llm: bool = True) -> list[Row]:
 
 def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper: str, progress: bool = True,
               include_llm: bool = True, llm_limit: Optional[int] = None,
-              dataset: Optional[str] = None) -> Reproduction:
+              dataset: Optional[str] = None, sink=None) -> Reproduction:
     """LLM-free rows run on every question; LLM rows on the first `llm_limit`. A claim that
     compares an LLM row with an LLM-free one is judged on the questions both ran."""
     rows = select_rows(paper, include_llm)
@@ -99,7 +122,8 @@ def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper:
     for llm, group in groups.items():
         specs = {r.key: (r.method, dict(r.settings)) for r in group}
         if specs:
-            results[llm] = run_bench(ctx, kb_label, qsets[llm], list(specs), ks=ks, progress=progress, specs=specs)
+            results[llm] = run_bench(ctx, kb_label, qsets[llm], list(specs), ks=ks, progress=progress, specs=specs,
+                                     sink=sink)
     n = len(qsets[False]) if groups[False] else len(qsets[True])
     out = Reproduction(paper, PAPERS[paper]["title"], dataset, kb_label, n, metrics,
                        bench=results.get(False) or results.get(True))
@@ -119,36 +143,31 @@ def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper:
     return out
 
 
-def subset_metric(res: BenchResult, label: str, qids: set[str], metric: str) -> Optional[float]:
-    """A method's metric over some of the bench's questions, from its per-question rows."""
-    from .metrics import recall_at
-    per = [q for q in res.per_question if q.method == label and q.question_id in qids]
-    if not per:
-        return None
-    if metric == "em":
-        ems = [q.em for q in per if q.em is not None]
-        return round(sum(ems) / len(ems), 4) if ems else None
-    k = int(metric.split("@")[1])
-    at = [q for q in per if q.k == k] or [q for q in per if q.k == max(x.k for x in per)]
-    return round(sum(recall_at(q.ranked, q.gold, k) for q in at) / len(at), 4)
+def _scores(results: dict[bool, BenchResult], label: str, metric: str) -> dict[str, float]:
+    for r in results.values():
+        if label in r.methods:
+            return per_question_scores([q for q in r.per_question if q.method == label], metric).get(label, {})
+    return {}
 
 
 def _check(c: Claim, rows: dict[str, dict], results: dict[bool, BenchResult], common: set[str]) -> ClaimResult:
+    """The claim on the questions both rows ran (an LLM row may have run on fewer: --limit)."""
     better, worse = rows.get(c.better), rows.get(c.worse)
-    if better and worse and better["questions"] != worse["questions"]:
-        # One side ran on fewer questions (--limit): compare both on those.
-        res = {row["method"]: r for r in results.values() for row in (better, worse) if row["method"] in r.methods}
-        ob = subset_metric(res[better["method"]], better["method"], common, c.metric)
-        ow = subset_metric(res[worse["method"]], worse["method"], common, c.metric)
-    else:
-        ob = better["ours"].get(c.metric) if better else None
-        ow = worse["ours"].get(c.metric) if worse else None
     pm = c.paper_margin
     if better and worse and pm is None:
         pb, pw = better["paper"].get(c.metric), worse["paper"].get(c.metric)
         if pb is not None and pw is not None:
             pm = round(pb - pw, 4)
-    return ClaimResult(c.text, c.metric, ob, ow, pm, c.strict)
+    if not (better and worse):
+        return ClaimResult(c.text, c.metric, None, None, pm, c.strict)
+    sb, sw = _scores(results, better["method"], c.metric), _scores(results, worse["method"], c.metric)
+    qids = [q for q in sb if q in sw]
+    if not qids:
+        return ClaimResult(c.text, c.metric, None, None, pm, c.strict)
+    test = paired(better["method"], [sb[q] for q in qids], worse["method"], [sw[q] for q in qids])
+    ob = round(sum(sb[q] for q in qids) / len(qids), 4)
+    ow = round(sum(sw[q] for q in qids) / len(qids), 4)
+    return ClaimResult(c.text, c.metric, ob, ow, pm, c.strict, test)
 
 
 def _f(v) -> str:
@@ -169,13 +188,15 @@ def render(rep: Reproduction) -> str:
     text += ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines[1:]]
     notes = [f"- {r['label']}: {r['note']}" for r in rep.rows if r["note"]]
     text += ["", "notes:", f"- {SETTING}"] + notes
-    text += ["", "claims:"]
+    text += ["", "claims (paired randomization test on the questions both rows ran, two-sided, α = 0.05; "
+                 "[95 % interval of the difference]):"]
     for c in rep.claims:
-        mark = {"holds": "✓", "does not hold": "✗", "tie": "=", "not measured": "?"}[c.verdict]
-        paper = "" if c.paper_margin is None else f"; paper {c.paper_margin:+.3f}"
-        ours = "" if c.margin is None else f": {_f(c.ours_better)} vs {_f(c.ours_worse)} ({c.margin:+.3f}{paper})"
-        text.append(f"{mark} {c.verdict:13s} {c.text}{ours}")
+        mark = MARKS[c.verdict]
+        text.append(f"{mark} {c.verdict:13s} {c.text}: {c.evidence()}")
     return "\n".join(text)
+
+
+MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "~", "not measured": "?"}
 
 
 def figure(rep: Reproduction):
@@ -200,9 +221,7 @@ def write_html(rep: Reproduction, path: Path) -> None:
     opens offline."""
     fig = figure(rep)
     esc = html.escape
-    claims = "".join(f"<li><b>{esc(c.verdict)}</b> — {esc(c.text)}: {_f(c.ours_better)} vs {_f(c.ours_worse)}"
-                     f" (margin {'—' if c.margin is None else f'{c.margin:+.3f}'}"
-                     f"{'' if c.paper_margin is None else f'; paper {c.paper_margin:+.3f}'})</li>" for c in rep.claims)
+    claims = "".join(f"<li><b>{esc(c.verdict)}</b> — {esc(c.text)}: {esc(c.evidence())}</li>" for c in rep.claims)
     page = (f"<!doctype html><meta charset='utf-8'><title>{esc(rep.title)} reproduced</title>"
             f"<h1>{esc(rep.title)} — reproduced on {esc(rep.kb)}</h1>"
             f"<p>{rep.n_questions} questions; paper column: {esc(rep.dataset)}</p>"

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from ..errors import ConfigError
 from ..methods import Context, make_method
 from ..records import Question
+from ..trace import RunResult
 from .difficulty import estimate_r, success_economy, weight
 from .metrics import allhit_at, anyhit_at, exact_match, f1_score, percentile, recall_at
 
@@ -123,11 +124,17 @@ def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
     return out
 
 
+# Called after each finished run: (question, method label, k, the run's full trace, its row).
+RunSink = Callable[[Question, str, int, RunResult, QuestionResult], None]
+
+
 def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], methods: Sequence[str],
               ks: Sequence[int] = KS, protocol: str = "per-k", progress: bool = True,
               on_progress: Optional[Callable[[int, int, str], None]] = None, answer: bool = False,
               difficulty_samples: int = 0, specs: Optional[dict[str, tuple[str, dict]]] = None,
-              pause_ms: float = 0.0) -> BenchResult:
+              pause_ms: float = 0.0, sink: Optional[RunSink] = None,
+              done: Optional[dict[tuple[str, str, int], QuestionResult]] = None,
+              concurrency: int = 1) -> BenchResult:
     """Methods run one after another, so latencies are not inflated by each other.
 
     With `answer`, the runs at the headline k end with the shared answer step (top-5
@@ -141,19 +148,30 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     weights stay in the CPU's caches from one question to the next; a visitor's click comes
     after a pause and finds them gone (a query encoding then takes ~2x as long here). With a
     pause the latencies are what a single click costs, which is what the app's columns show.
+
+    `sink` gets every run as it finishes (an experiment stores its trace: traces/experiments.py).
+    `done` holds rows of (question id, label, k) finished earlier (a resumed experiment): those
+    are not run again. `concurrency` > 1 keeps that many questions of a method in flight at once,
+    for an LLM endpoint that serves requests in parallel; each run still times only itself.
     """
     if pause_ms < 0:
         raise ConfigError(f"pause_ms must be 0 or more, got {pause_ms}")
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+    if concurrency > 1 and pause_ms:
+        raise ConfigError("--pause-ms measures one click at a time; it cannot be combined with --concurrency")
     specs = specs or {}
-    instances = {}
-    for m in methods:
-        name, settings = specs.get(m, (m, {}))
-        instances[m] = make_method(name, ctx, **settings)
-        instances[m].name = m
-    plan = {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)])
-            for m, inst in instances.items()}
+    done = done or {}
+    def make(label: str):
+        name, settings = specs.get(label, (label, {}))
+        inst = make_method(name, ctx, **settings)
+        inst.name = label
+        return inst
+
+    instances = {m: make(m) for m in methods}
+    plan = bench_plan(instances, ks, protocol)
     ctx.warm()  # the first question is not charged for loading
     res = BenchResult(kb_label, len(questions), protocol, started_at=time.time(), pause_ms=pause_ms)
     weights: dict[str, float] = {}
@@ -163,41 +181,80 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
         for q in tqdm(questions, desc="difficulty r_i", disable=not progress):
             weights[q.id] = weight(estimate_r(ctx.llm, q, difficulty_samples), difficulty_samples)
     total = len(questions) * sum(len(v) for v in plan.values())
-    done = 0
+    count = [0]
     bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
+
+    def tick(label: str, k: int) -> None:
+        count[0] += 1
+        bar.update(1)
+        bar.set_postfix_str(f"{label}@{k}")
+        if on_progress:
+            on_progress(count[0], total, label)
+
     for label, method in instances.items():
         runs: dict[int, list[QuestionResult]] = {}
         for k in plan[label]:
-            rows = []
             with_answer = answer and k == (HEADLINE_K if HEADLINE_K in plan[label] else max(plan[label]))
+            rows: dict[str, QuestionResult] = {}
+            todo = []
             for q in questions:
+                if (q.id, label, k) in done:
+                    rows[q.id] = done[(q.id, label, k)]
+                    tick(label, k)
+                else:
+                    todo.append(q)
+
+            def one(q: Question) -> tuple[Question, object, QuestionResult]:
                 if pause_ms:
                     time.sleep(pause_ms / 1000)
-                run = method.run(q.text, k=k, answer=with_answer)
-                row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
-                                     run.tokens_in, run.tokens_out, run.status, run.error)
-                shared = [st for st in run.stages if st.name == "answer"]
-                row.answer_ms = sum(st.latency_ms for st in shared)
-                row.answer_tokens = sum(st.tokens_in + st.tokens_out for st in shared)
-                if (with_answer or run.answer is not None) and q.answers:
-                    row.answer = run.answer or ""
-                    row.em, row.f1 = exact_match(row.answer, q.answers), f1_score(row.answer, q.answers)
-                    row.weight = weights.get(q.id)
-                planner = next((st for st in run.stages if st.name == "plan" and st.status == "ok"), None)
-                if planner is not None:
-                    row.plan_hops = len(planner.payload.get("sub_questions", []))
-                    row.gold_hops = len(q.decomposition) if q.decomposition else q.hops
-                rows.append(row)
-                done += 1
-                bar.update(1)
-                bar.set_postfix_str(f"{label}@{k}")
-                if on_progress:
-                    on_progress(done, total, label)
-            runs[k] = rows
-            res.per_question.extend(rows)
+                # Runs in flight at once each get their own instance: no state is shared between them.
+                run = (make(label) if concurrency > 1 else method).run(q.text, k=k, answer=with_answer)
+                return q, run, _row(q, label, k, run, with_answer, weights)
+
+            if concurrency > 1 and len(todo) > 1:
+                from concurrent.futures import ThreadPoolExecutor, as_completed
+
+                with ThreadPoolExecutor(concurrency, thread_name_prefix=f"bench-{label}") as pool:
+                    for fut in as_completed([pool.submit(one, q) for q in todo]):
+                        q, run, row = fut.result()
+                        rows[q.id] = row
+                        if sink:
+                            sink(q, label, k, run, row)
+                        tick(label, k)
+            else:
+                for q in todo:
+                    q, run, row = one(q)
+                    rows[q.id] = row
+                    if sink:
+                        sink(q, label, k, run, row)
+                    tick(label, k)
+            runs[k] = [rows[q.id] for q in questions]
+            res.per_question.extend(runs[k])
         rows_by_k = {k: runs[k] if k in runs else runs[max(runs)] for k in ks}
         res.methods[label] = summarise(rows_by_k)
     bar.close()
     res.seconds = round(time.time() - res.started_at, 1)
     return res
 
+
+def bench_plan(instances: dict, ks: Sequence[int], protocol: str) -> dict[str, list[int]]:
+    """The ks each method runs at: every k for a method whose retrieval depends on k (per-k
+    protocol), else once at the largest k, cut at each."""
+    return {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)]) for m, inst in instances.items()}
+
+
+def _row(q: Question, label: str, k: int, run, with_answer: bool, weights: dict[str, float]) -> QuestionResult:
+    row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
+                         run.tokens_in, run.tokens_out, run.status, run.error)
+    shared = [st for st in run.stages if st.name == "answer"]
+    row.answer_ms = sum(st.latency_ms for st in shared)
+    row.answer_tokens = sum(st.tokens_in + st.tokens_out for st in shared)
+    if (with_answer or run.answer is not None) and q.answers:
+        row.answer = run.answer or ""
+        row.em, row.f1 = exact_match(row.answer, q.answers), f1_score(row.answer, q.answers)
+        row.weight = weights.get(q.id)
+    planner = next((st for st in run.stages if st.name == "plan" and st.status == "ok"), None)
+    if planner is not None:
+        row.plan_hops = len(planner.payload.get("sub_questions", []))
+        row.gold_hops = len(q.decomposition) if q.decomposition else q.hops
+    return row

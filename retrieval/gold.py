@@ -1,4 +1,5 @@
-"""Reading stage records back: where did a gold passage appear, and where was it lost?"""
+"""One run read back: where did each gold passage appear, and where was it lost? (Across a data set:
+traces/funnel.py.)"""
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from retrieval.trace import RunResult, Stage
+from .trace import RunResult, Stage
 
 
 def mentions(stage: Stage, passage_id: str) -> bool:
@@ -48,3 +49,24 @@ def recall_by_round(run: RunResult, gold: Iterable[str]) -> list[tuple[int, floa
             found |= {g for g in gold if mentions(st, g)}
             out.append((int(m.group(1)), len(found) / len(gold)))
     return out
+
+
+def gold_presence(run: RunResult, gold: Iterable[str]) -> dict:
+    """What a data-set funnel needs of one run, small enough to keep beside it: the stage names in
+    order, and for each gold passage the stages that held it and its final rank.
+    {"stages": [...], "gold": {pid: {"seen": [stage index, ...], "rank": int | None}}}"""
+    gold = list(dict.fromkeys(gold))
+    ranked = run.ranked_ids()
+    seen: dict[str, list[int]] = {g: [] for g in gold}
+    for i, st in enumerate(run.stages):
+        if st.name == "ranking":
+            held = set(ranked)  # the final list itself, not the longer list the stage may show
+        else:
+            nodes = {n.id for n in st.subgraph.nodes} if st.subgraph else set()
+            text = json.dumps(st.payload, default=str)  # once a stage, not once a gold passage
+            held = {g for g in gold if g in nodes or g in text}
+        for g in gold:
+            if g in held:
+                seen[g].append(i)
+    return {"stages": [st.name for st in run.stages],
+            "gold": {g: {"seen": seen[g], "rank": ranked.index(g) + 1 if g in ranked else None} for g in gold}}

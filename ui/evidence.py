@@ -1,0 +1,147 @@
+"""The Benchmark tab's experiments: list them, compare two methods question by question, and
+open a question's two stored runs side by side. Renders what traces/compare.py computes; no
+Gradio here, so the handlers in ui/app.py stay thin and this stays testable."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+from retrieval.errors import HopTraceError, InputError
+from traces.compare import Comparison, compare, means_figure
+from traces.experiments import Experiment, Experiments
+from traces.funnel import breakdown_figure, funnel_figure
+
+from . import render
+
+ROW_COLUMNS = ["question id", "question", "hops", "A", "B", "A − B", "A lost the gold at", "B lost the gold at"]
+
+
+class ComparisonCache:
+    """compare() resamples every pair (~0.1 s each); a visitor switching the two methods of the
+    same experiment and metric must not pay it again. Keyed by (experiment, metric); a running
+    experiment is not cached, its runs are still coming."""
+
+    def __init__(self, size: int = 16):
+        self._items: OrderedDict[tuple[str, str], Comparison] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def get(self, experiments: Experiments, exp: Experiment, metric: str) -> Comparison:
+        key = (exp.id, metric)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        c = compare(experiments, exp, metric)
+        if exp.status == "done":
+            with self._lock:
+                self._items[key] = c
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return c
+
+
+@dataclass
+class ExperimentView:
+    """Everything the tab shows of one experiment, two of its methods and a metric."""
+    exp: Experiment
+    metric: str
+    a: str
+    b: str
+    summary_html: str
+    means_fig: object
+    funnel_fig: object
+    groups_fig: Optional[object]
+    rows: list[list]
+
+
+def choices(experiments: Experiments, owner: Optional[str]) -> list[tuple[str, str]]:
+    return [(e.describe(), e.id) for e in experiments.list(owner=owner)]
+
+
+def find(experiments: Experiments, exp_id: str, owner: Optional[str]) -> Experiment:
+    """The experiment a visitor may open: locally any (a prefix will do); in public mode one of
+    theirs, or one whose whole id they hold (a link, as for sessions)."""
+    if not exp_id:
+        raise InputError("pick an experiment")
+    return experiments.get(exp_id, owner=owner)
+
+
+def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: Optional[str],
+         b: Optional[str]) -> ExperimentView:
+    methods = exp.methods or []
+    a = a if a in methods else (methods[0] if methods else "")
+    b = b if b in methods and b != a else next((m for m in reversed(methods) if m != a), a)
+    c = cache.get(experiments, exp, metric)
+    pair = c.pair(a, b) if a != b else None
+    head = (f"<div class='ht-meta'>experiment <code>{render.esc(exp.id)}</code> · {render.esc(exp.kind)} · KB "
+            f"{render.esc(exp.kb)} · LLM {render.esc(exp.llm)} · code {render.esc(exp.code_version)} · "
+            f"{len(c.question_ids)} questions · {render.esc(exp.status)} · link: "
+            f"<a href='?experiment={render.esc(exp.id)}'>?experiment={render.esc(exp.id[:12])}…</a></div>")
+    rows = "".join(
+        f"<tr><td>{c.letter(m)}</td><td>{render.esc(m)}</td><td>{c.means[m].fmt()}</td>"
+        f"<td>{''.join(c.beats(m)) or '–'}</td></tr>" for m in c.methods)
+    table = (f"<table class='ht-table' id='exp-means'><tr><th></th><th>method</th><th>{render.esc(metric)} [95 % CI]"
+             f"</th><th>significantly better than (p &lt; 0.05{', Holm' if len(c.pairs) > 1 else ''})</th></tr>"
+             f"{rows}</table>")
+    if pair is not None:
+        if pair.significant:
+            word = f"<b>{render.esc(a if pair.mean_diff > 0 else b)}</b> is better, significantly"
+        else:
+            need = pair.needed_questions()
+            word = "<b>inconclusive</b>: the data cannot tell" + (
+                f" (~{need} questions would be needed at this effect and variance)" if need else " (no difference)")
+        padj = "" if pair.p_adjusted is None else f", Holm-adjusted {pair.p_adjusted:.3g}"
+        verdict = (f"<p id='exp-pair'><b>A = {render.esc(a)}</b> vs <b>B = {render.esc(b)}</b>: mean difference "
+                   f"{pair.mean_diff:+.3f} [{pair.low:+.3f}, {pair.high:+.3f}], paired randomization p = "
+                   f"{pair.p:.3g}{padj}; A better on {pair.wins}, tied on {pair.ties}, worse on {pair.losses} "
+                   f"questions — {word}.</p>")
+    else:
+        verdict = "<p id='exp-pair'>Pick two different methods to compare them question by question.</p>"
+    summary = f"<style>{render.CSS}</style>{head}{table}{verdict}"
+    groups = c.by_hops or c.by_type
+    groups_fig = breakdown_figure({m: groups[m] for m in (a, b) if m in groups}, metric,
+                                  "hops" if c.by_hops else "type") if groups else None
+    funnels = [f for f in c.funnels if f.method in (a, b)]
+    out_rows = []
+    for r in c.rows:
+        sa, sb = r["scores"][a], r["scores"][b]
+        out_rows.append([r["question_id"], r["question"], r["hops"] if r["hops"] is not None else "",
+                         round(sa, 3), round(sb, 3), round(sa - sb, 3), _lost(r["lost"][a]), _lost(r["lost"][b])])
+    # The questions that differ most first: those are the ones a visitor opens.
+    out_rows.sort(key=lambda row: -abs(row[5]))
+    return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels), groups_fig, out_rows)
+
+
+def _lost(where: list[str]) -> str:
+    if not where:
+        return ""
+    counts: dict[str, int] = {}
+    for w in where:
+        counts[w] = counts.get(w, 0) + 1
+    return ", ".join(f"{w}" + (f" ×{n}" if n > 1 else "") for w, n in counts.items())
+
+
+def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: str, b: str,
+              question_id: str):
+    """The question's two stored runs, exactly as stored: ({label: run}, gold, question text, run ids)."""
+    c = cache.get(experiments, exp, metric)
+    row = next((r for r in c.rows if r["question_id"] == question_id), None)
+    if row is None:
+        raise InputError(f"question {question_id!r} is not in experiment {exp.id[:12]}")
+    runs, gold, ids = {}, set(), []
+    for m in (a, b):
+        rid = row["runs"].get(m)
+        if not rid:
+            raise InputError(f"no stored run of {m} for question {question_id!r}")
+        run, info = experiments.traces.load_run(rid)
+        runs[m if a != b else f"{m} [{rid[:6]}]"] = run
+        gold |= set(info["gold"])
+        ids.append(rid)
+    return runs, gold, row["question"], ids
+
+
+def error(e: HopTraceError) -> str:
+    return render.error_html(str(e))

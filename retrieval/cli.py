@@ -99,6 +99,15 @@ def _parser() -> argparse.ArgumentParser:
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
 
+    bc = sub.add_parser("bench-concurrency", help="bench --concurrency N against a loopback endpoint that answers "
+                                                  "after a fixed delay: wall time per N, identical rankings")
+    bc.add_argument("--kb", default="demo")
+    bc.add_argument("--methods", default="sag", help="comma-separated LLM methods (default sag)")
+    bc.add_argument("--limit", type=int, default=16, help="questions (default 16)")
+    bc.add_argument("--levels", default="1,8", help="concurrency levels to compare (default 1,8)")
+    bc.add_argument("--delay-ms", type=float, default=500.0, help="the endpoint's delay per request (default 500)")
+    bc.add_argument("--ks", default="5,10")
+
     ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
     ex.add_argument("--limit", type=int, default=50)
     ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
@@ -208,7 +217,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
                 "record-showcase": cmd_record_showcase, "silver": cmd_silver, "experiments": cmd_experiments,
-                "compare": cmd_compare}[
+                "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -500,6 +509,33 @@ def cmd_bench(args) -> int:
         write_html(res, out.with_suffix(".html"))
         print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
     return 0
+
+
+def cmd_bench_concurrency(args) -> int:
+    from .bench.concurrency import measure
+
+    try:
+        levels = [int(x) for x in args.levels.split(",")]
+        ks = [int(x) for x in args.ks.split(",")]
+    except ValueError:
+        raise ConfigError(f"--levels and --ks take comma-separated integers, got {args.levels!r} / {args.ks!r}") from None
+    if args.delay_ms < 0 or args.limit < 1:
+        raise ConfigError("--delay-ms must be 0 or more and --limit at least 1")
+    args.llm = "none"  # the measurement brings its own endpoint
+    ctx = _context(args.kb, args)
+    questions = ctx.store.questions()[: args.limit]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    levels_out = measure(ctx, args.kb, questions, methods, levels, args.delay_ms / 1000, ks)
+    base = levels_out[0].seconds
+    print(f"{len(questions)} questions · methods {', '.join(methods)} · ks {args.ks} · endpoint delay "
+          f"{args.delay_ms:g} ms a request (loopback)")
+    print(f"{'N':>3}  {'wall s':>8}  {'speed-up':>8}  {'runs':>5}  {'requests':>8}  {'max in flight':>13}  "
+          f"{'run p50 ms':>10}  errors  rankings")
+    for lv in levels_out:
+        print(f"{lv.concurrency:>3}  {lv.seconds:>8.2f}  {base / lv.seconds:>7.2f}x  {lv.runs:>5}  {lv.requests:>8}  "
+              f"{lv.max_in_flight:>13}  {lv.latency_ms_p50:>10.1f}  {lv.errors:>6}  "
+              f"{'identical to N=' + str(levels_out[0].concurrency) if lv.identical else 'DIFFER'}")
+    return 0 if all(lv.identical for lv in levels_out) else 1
 
 
 def _trace_store():

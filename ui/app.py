@@ -202,6 +202,7 @@ def build(state: AppState) -> gr.Blocks:
                     e_groups = gr.Plot(label="by hop count / question type", elem_id="exp-groups")
                 e_funnel = gr.Plot(label="where the gold is lost", elem_id="exp-funnel")
                 e_rows = gr.Dataframe(headers=evidence.ROW_COLUMNS, interactive=False, wrap=True,
+                                      column_widths=evidence.ROW_WIDTHS,
                                       elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                                 "header to sort, a row to open both runs)")
 
@@ -503,19 +504,22 @@ def build(state: AppState) -> gr.Blocks:
                 exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
                 runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid)
             except HopTraceError as e:
-                return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * 2
+                return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * (2 + len(pickers))
             choices = _graph_choices(runs)
             st = _pick_stage(runs, choices[-1]) if choices else None
+            scores = " · ".join(f"{render.esc(m)} {render.esc(metric)} {v}" for m, v in zip((a, b), evt.row_value[3:5]))
             note = (f"<div class='ht-recorded' id='experiment-banner'>Stored runs of experiment "
-                    f"<code>{render.esc(exp.id[:12])}</code> (not re-run): {render.esc(a)} vs {render.esc(b)}, "
-                    f"question {render.esc(qid)}. A missed gold passage names the last stage that held it.</div>")
+                    f"<code>{render.esc(exp.id[:12])}</code>, not re-run: question {render.esc(qid)} · {scores}. "
+                    f"A method that cut one longer ranking shows all of it; a missed gold passage names the last "
+                    f"stage that held it.</div>")
+            picked = [gr.update(value=[m for m in _picker_names(pk) if m in (a, b)]) for pk in pickers]
             return (gr.Tabs(selected="ask"), q, note + _stored_grid(runs, gold),
                     gr.update(choices=choices, value=choices[-1] if choices else None),
                     render.graph_iframe(st.subgraph if st else None, gold), gr.update(),
-                    render.comparison_figure(runs, gold), RUNS_PREFIX + ",".join(ids))
+                    render.comparison_figure(runs, gold), RUNS_PREFIX + ",".join(ids), *picked)
 
         e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor],
-                      [tabs, question, columns, graph_pick, graph, e_summary, comparison, session_state])
+                      [tabs, question, columns, graph_pick, graph, e_summary, comparison, session_state, *pickers])
 
         # --- Index ---------------------------------------------------------------------------
         def index(corpus, qfile, openie, name, extractor, who, progress=gr.Progress(track_tqdm=True)):

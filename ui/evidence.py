@@ -16,6 +16,7 @@ from traces.funnel import breakdown_figure, funnel_figure
 from . import render
 
 ROW_COLUMNS = ["question id", "question", "hops", "A", "B", "A − B", "A lost the gold at", "B lost the gold at"]
+ROW_WIDTHS = ["13%", "35%", "5%", "6%", "6%", "7%", "14%", "14%"]
 
 
 class ComparisonCache:

@@ -486,6 +486,11 @@ def cmd_bench(args) -> int:
                                   f"the KB {args.kb}; it cannot be resumed")
             done = experiments.finished(exp)
             print(f"resuming experiment {exp.id}: {len(done)} runs stored, the rest run now", file=sys.stderr)
+            from traces.experiments import code_version
+            now = code_version()
+            if now != exp.code_version:
+                print(f"note: the experiment started at code {exp.code_version}; its remaining runs are made by "
+                      f"{now}", file=sys.stderr)
         if not args.quiet:
             print(f"experiment {exp.id} (traces kept in {experiments.traces.path})", file=sys.stderr)
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
@@ -499,7 +504,8 @@ def cmd_bench(args) -> int:
     if exp is not None:
         experiments.finish(exp, res.to_json(include_per_question=False))
         n = len(experiments.entries(exp))
-        print(f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces · "
+        print(f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces, "
+              f"storing took {exp.store_seconds:.2f} s of the {res.seconds} s · "
               f"hoptrace compare {exp.id[:12]} --metric recall@5")
     if args.json_out:
         out = args.json_out

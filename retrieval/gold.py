@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .trace import RunResult, Stage
+from .trace import RunResult, Stage, dumps
 
 
 def mentions(stage: Stage, passage_id: str) -> bool:
@@ -63,7 +63,7 @@ def gold_presence(run: RunResult, gold: Iterable[str]) -> dict:
             held = set(ranked)  # the final list itself, not the longer list the stage may show
         else:
             nodes = {n.id for n in st.subgraph.nodes} if st.subgraph else set()
-            text = json.dumps(st.payload, default=str)  # once a stage, not once a gold passage
+            text = dumps(st.payload).decode()  # once a stage, not once a gold passage
             held = {g for g in gold if g in nodes or g in text}
         for g in gold:
             if g in held:

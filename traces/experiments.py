@@ -22,7 +22,7 @@ from retrieval.bench.runner import QuestionResult
 from retrieval.errors import InputError
 from retrieval.gold import gold_presence
 from retrieval.records import Question
-from retrieval.trace import RunResult
+from retrieval.trace import RunResult, dumps
 
 from .store import TraceStore
 
@@ -46,6 +46,7 @@ class Experiment:
     spec: dict = field(default_factory=dict)   # methods, ks, protocol, questions, args
     summary: Optional[dict] = None             # BenchResult.to_json without rows, when done
     finished_at: Optional[float] = None
+    store_seconds: float = field(default=0.0, compare=False)   # this process's time spent storing runs
 
     @property
     def methods(self) -> list[str]:
@@ -145,18 +146,25 @@ class Experiments:
         """One finished run: its trace and its experiment row, together or not at all. A second
         record of the same (question, method, k) is refused by the primary key (nothing doubles)."""
         gold = list(question.gold_passage_ids)
-        presence = json.dumps(gold_presence(run, gold)) if gold else None
+        presence = dumps(gold_presence(run, gold)).decode() if gold else None
         with self.traces.transaction() as con:
             rid = self.traces.insert_run(con, exp.session_id, exp.kb, run, gold, k)
             seq = con.execute("SELECT count(*) FROM experiment_runs WHERE experiment_id = ?", [exp.id]).fetchone()[0]
             self.traces._insert(con, "experiment_runs", [{
                 "experiment_id": exp.id, "question_id": question.id, "method": label, "k": k, "run_id": rid,
-                "seq": seq, "row": json.dumps(row.__dict__, default=str), "fates": presence}])
+                "seq": seq, "row": dumps(row.__dict__).decode(), "fates": presence}])
         return rid
 
     def sink(self, exp: Experiment):
-        """A run_bench sink that records every run of `exp`."""
-        return lambda q, label, k, run, row: self.record(exp, q, label, k, run, row)
+        """A run_bench sink that records every run of `exp`; the time it takes adds up in
+        `exp.store_seconds` (what keeping the traces cost the benchmark)."""
+        def record(q, label, k, run, row) -> None:
+            t0 = time.perf_counter()
+            try:
+                self.record(exp, q, label, k, run, row)
+            finally:
+                exp.store_seconds += time.perf_counter() - t0
+        return record
 
     def finish(self, exp: Experiment, summary: dict, status: str = "done") -> None:
         exp.status, exp.summary, exp.finished_at = status, summary, time.time()

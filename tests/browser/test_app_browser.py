@@ -228,7 +228,6 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     funnel = page.locator("#exp-funnel").inner_text()
     assert "Where the gold is lost" in funnel and "top 5" in funnel
     # Gradio's table draws its rows as role=row elements (a hidden <tbody> only measures widths)
-    rows = page.locator("#exp-rows [role=row][data-index]")
     page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
                            timeout=30_000)
     page.screenshot(path=str(shots / "experiment.png"), full_page=True)

@@ -126,7 +126,7 @@ def _group_key(g: str):
 def render_funnel(f: Funnel, metric_name: str = "top") -> str:
     w = max([len(s.stage) for s in f.steps] + [len(NEVER), len(CUT)])
     lines = [f"{f.method}: {f.n_gold} gold passages in {f.n_runs} runs · in the top {f.k}: {f.in_top_k:.3f}",
-             f"  {'stage'.ljust(w)}  held   lost here"]
+             f"  {'stage'.ljust(w)}  held   last held (then missed the top {f.k})"]
     for s in f.steps:
         lines.append(f"  {s.stage.ljust(w)}  {s.held:5.3f}  {s.lost_here or ''}")
     if f.cut:
@@ -143,20 +143,26 @@ def funnel_figure(funnels: Sequence[Funnel]):
     from plotly.subplots import make_subplots
 
     funnels = list(funnels)
-    fig = make_subplots(rows=1, cols=max(1, len(funnels)), subplot_titles=[f.method for f in funnels],
-                        horizontal_spacing=0.12)
-    for i, f in enumerate(funnels, start=1):
+    cols = max(1, min(3, len(funnels)))
+    rows = max(1, -(-len(funnels) // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f.method for f in funnels],
+                        horizontal_spacing=0.16, vertical_spacing=0.08)
+    for i, f in enumerate(funnels):
+        r, c = i // cols + 1, i % cols + 1
         names = [s.stage for s in f.steps] + [f"top {f.k}"]
         held = [s.held for s in f.steps] + [f.in_top_k]
         lost = [s.lost_here for s in f.steps] + [f.cut]
         fig.add_trace(go.Bar(x=held, y=names, orientation="h", showlegend=False, marker_color=[
             "#dc2626" if n else "#2563eb" for n in lost[:-1]] + ["#16a34a"], customdata=lost,
-            hovertemplate="%{y}: %{x:.1%} of gold held · %{customdata} lost here<extra></extra>"), 1, i)
-        fig.update_yaxes(autorange="reversed", row=1, col=i)
-        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=i)
-    fig.update_layout(height=max(320, 26 * max([len(f.steps) + 1 for f in funnels] or [1]) + 80),
-                      title="Where the gold is lost: share of gold passages held after each stage (red: some lost "
-                            "there for good)", margin=dict(l=10, r=10, t=70, b=10))
+            hovertemplate="%{y}: %{x:.1%} of gold held · %{customdata} last held here, then lost<extra></extra>"),
+            r, c)
+        fig.update_yaxes(autorange="reversed", row=r, col=c)
+        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=r, col=c)
+    per_row = 22 * max([len(f.steps) + 1 for f in funnels] or [1]) + 60
+    fig.update_layout(height=max(320, rows * per_row + 60),
+                      title="Where the gold is lost: share of gold passages held after each stage (red: the last "
+                            "stage to hold some gold that then missed the top k; green: in the top k)",
+                      margin=dict(l=10, r=10, t=70, b=10))
     return fig
 
 

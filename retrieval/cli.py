@@ -547,7 +547,10 @@ def cmd_bench_concurrency(args) -> int:
 def _trace_store():
     from traces.store import TraceStore, default_path
 
-    return TraceStore(default_path())
+    store = TraceStore(default_path(), recover=True)
+    if store.recovered:
+        print(f"hoptrace: warning: {store.recovered}", file=sys.stderr)
+    return store
 
 
 def cmd_experiments(args) -> int:

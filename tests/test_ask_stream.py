@@ -7,7 +7,6 @@ import shutil
 
 import ui.ask as ask
 from retrieval.paths import kb_dir
-from ui import render
 from ui.public import PublicLimits
 from ui.state import AppState
 

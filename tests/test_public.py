@@ -134,3 +134,34 @@ def test_a_kb_a_visitor_builds_is_theirs_alone_in_public_mode(small_kb, small_co
                      public=PublicLimits())
     assert "annskb" in local.kb_names()                          # a local app lists every KB
     local.check_kb("annskb", bob)
+
+
+def test_a_damaged_or_unfinished_kb_is_listed_with_its_reason_and_not_served(small_kb, tmp_path):
+    """A Space restarted mid-build or with a damaged file keeps serving the sound KBs; the list
+    says what is wrong with the others, naming files, never folders."""
+    import shutil
+
+    from retrieval.llm.settings import LLMSettings
+    from retrieval.paths import kb_dir
+    from ui.state import AppState
+
+    made = [kb_dir() / "soundkb.sqlite", kb_dir() / "brokenkb.sqlite", kb_dir() / "halfkb.sqlite.building"]
+    try:
+        shutil.copyfile(small_kb, made[0])
+        data = small_kb.read_bytes()
+        made[1].write_bytes(data[:4096] + b"\0" * (len(data) // 3))     # a file cut short mid-write
+        shutil.copyfile(small_kb, made[2])                                # a build killed before its rename
+        state = AppState(trace_path=tmp_path / "traces.sqlite", llm_settings=LLMSettings.parse("none"),
+                         public=PublicLimits(enabled=True))
+        choices = dict((value, label) for label, value in state.kb_choices("v" * 32))
+        assert choices["soundkb"] == "soundkb"
+        assert choices["brokenkb"].startswith("brokenkb — not served: ")
+        assert "build did not finish" in choices["halfkb"]
+        assert all(str(kb_dir()) not in label for label in choices.values())
+        for name in ("brokenkb", "halfkb"):
+            with pytest.raises(InputError, match=f"KB '{name}' is not served"):
+                state.kb(name)
+        assert state.kb("soundkb").questions
+    finally:
+        for p in made:
+            p.unlink(missing_ok=True)

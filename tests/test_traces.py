@@ -98,3 +98,33 @@ def test_gold_fate_names_the_stage_where_a_gold_passage_was_lost(ctx, small_stor
     lost = [f for f in fates.values() if f.rank is None]
     assert len(found) == 1 and len(lost) == 1
     assert lost[0].last_seen in (None, "bm25_candidates", "dense_rerank")
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_a_damaged_trace_file_is_kept_aside_and_a_fresh_one_used(tmp_path, ctx, damage):
+    from traces.store import TraceStore, check_file
+
+    path = tmp_path / "traces.sqlite"
+    if damage == "not a database":
+        path.write_bytes(b"this is not SQLite at all " * 400)
+    else:
+        store = TraceStore(path)
+        sid = store.new_session("small", "q")
+        run = make_method("bm25", ctx).run(Q, k=5)
+        for _ in range(40):
+            store.save_run(sid, "small", run)
+        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.db.conn.close()
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])        # a disk that filled mid-write
+    before = path.read_bytes()
+    assert check_file(path)
+    store = TraceStore(path, recover=True)
+    assert store.recovered and "kept as traces.sqlite.corrupt-" in store.recovered
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("traces.sqlite.corrupt-") and "-wal" not in p.name
+            and "-shm" not in p.name]
+    assert len(kept) == 1 and kept[0].read_bytes() == before       # nothing deleted
+    sid = store.new_session("small", "q")
+    store.save_run(sid, "small", make_method("bm25", ctx).run(Q, k=5))
+    assert len(store.list_runs()) == 1 and check_file(path) is None
+    assert TraceStore(path, recover=True).recovered is None          # a sound file is left alone

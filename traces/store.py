@@ -52,12 +52,56 @@ def unpack(result) -> str:
     return zlib.decompress(result).decode() if isinstance(result, bytes) else result
 
 
+def check_file(path: Path) -> Optional[str]:
+    """Why an existing trace file cannot be used (not a database, SQLite's quick check fails), or
+    None when it is fine or does not exist yet."""
+    import sqlite3
+
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        return str(e)
+    return None if rows == ["ok"] else "integrity check failed: " + "; ".join(rows[:3])
+
+
+def set_aside(path: Path, why: str) -> Path:
+    """Moves a bad trace file (and its WAL and shared-memory files) to a new name beside it;
+    nothing is deleted. Returns the new name."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(str(path) + suffix)
+        if src.exists():
+            src.replace(Path(str(aside) + suffix))
+    return aside
+
+
 class TraceStore:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, recover: bool = False):
+        """`recover`: a file that is not a database or fails SQLite's quick check is kept aside
+        under a new name and a fresh one is used (`recovered` then says what happened), instead of
+        failing every request (a Space restarted mid-write, a disk that filled)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._local = threading.local()
+        self.recovered: Optional[str] = None
+        if recover:
+            why = check_file(self.path)
+            if why:
+                aside = set_aside(self.path, why)
+                self.recovered = (f"the trace file {self.path.name} could not be used ({why}); it was kept as "
+                                  f"{aside.name} and a fresh one was started")
         with self._lock:
             db = self.db
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer

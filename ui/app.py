@@ -102,8 +102,12 @@ def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True) -> str:
 
 
 def build(state: AppState) -> gr.Blocks:
-    kbs = state.kb_names() or ["demo"]
-    demo_kb = state.kb(kbs[0])
+    kb_choices = state.kb_choices() or [("demo", "demo")]
+    bad = state.kb_problems()
+    first = next((v for _, v in kb_choices if v not in bad), None)
+    if first is None:
+        raise HopTraceError("no KB can be served: " + "; ".join(f"{n}: {why}" for n, why in bad.items()))
+    demo_kb = state.kb(first)
     examples = [q.text for q in demo_kb.questions[:40]]
     all_methods = method_names()
     experiments = Experiments(state.traces)
@@ -113,7 +117,7 @@ def build(state: AppState) -> gr.Blocks:
         gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
                     "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
         with gr.Row():
-            kb = gr.Dropdown(kbs, value=kbs[0], label="Knowledge base", scale=1, elem_id="kb")
+            kb = gr.Dropdown(kb_choices, value=first, label="Knowledge base", scale=1, elem_id="kb")
             backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
         session_state = gr.State("")
         # The visitor's id lives in their browser; in public mode it decides whose runs they see.
@@ -351,8 +355,14 @@ def build(state: AppState) -> gr.Blocks:
         loaded.then(list_runs, [f_method, f_text, visitor], runs_table)
         loaded.then(reopen_experiment, visitor, [tabs, e_pick])
         # In public mode the KBs this visitor built join the list; other visitors' never do.
-        loaded.then(lambda who: gr.update(choices=state.kb_names(who)), visitor, kb)
-        app.load(lambda name: _backends_line(state, state.kb(name)), kb, backends)
+        loaded.then(lambda who: gr.update(choices=state.kb_choices(who)), visitor, kb)
+        def backends_for(name):
+            try:
+                return _backends_line(state, state.kb(name))
+            except HopTraceError as e:
+                return f"<span class='ht-err'>{render.esc(e)}</span>"
+
+        app.load(backends_for, kb, backends)
 
         def show(a, b):
             ids = [x.strip() for x in (a, b) if x and x.strip()]
@@ -404,7 +414,10 @@ def build(state: AppState) -> gr.Blocks:
                 state.throttle(who)
             except HopTraceError as e:
                 raise gr.Error(str(e))
-            open_kb = state.kb(kb_name)
+            try:
+                open_kb = state.kb(kb_name)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
                 raise gr.Error(f"KB {kb_name} has no questions with gold passages")
@@ -448,7 +461,10 @@ def build(state: AppState) -> gr.Blocks:
                 state.throttle(who)
             except HopTraceError as e:
                 raise gr.Error(str(e))
-            open_kb = state.kb(kb_name)
+            try:
+                open_kb = state.kb(kb_name)
+            except HopTraceError as e:
+                raise gr.Error(str(e))
             questions = open_kb.questions[: max(1, int(limit or 1))]
             if not questions:
                 raise gr.Error(f"KB {kb_name} has no questions with gold passages")
@@ -549,7 +565,7 @@ def build(state: AppState) -> gr.Blocks:
             for run in report.llm:
                 msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens in / "
                         f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
-            return msg, gr.update(choices=state.kb_names(who), value=name)
+            return msg, gr.update(choices=state.kb_choices(who), value=name)
 
         up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
                      concurrency_limit=1, concurrency_id="index")
@@ -559,8 +575,11 @@ def build(state: AppState) -> gr.Blocks:
 def _backends_line(state: AppState, open_kb) -> str:
     llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
     where = f" · traces in `{render.esc(str(state.traces.path))}`" if state.public.show_paths else ""
+    # A trace file kept aside at start is said once, here: names only, never a directory.
+    recovered = (f"\n\n<span class='ht-err' id='traces-recovered'>⚠ {render.esc(state.traces.recovered)}</span>"
+                 if state.traces.recovered else "")
     return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
-            f"{llm_methods} and the answer step{where}")
+            f"{llm_methods} and the answer step{where}{recovered}")
 
 
 def _method_pickers(llm: str) -> list:

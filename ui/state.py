@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.embed import get_embedder
-from retrieval.errors import HopTraceError
+from retrieval.errors import HopTraceError, InputError
+from retrieval.kb import db as kb_db
 from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.methods import Context
 from retrieval.paths import kb_dir
@@ -34,8 +36,11 @@ class AppState:
         self.rate = RateLimiter(self.public.requests_per_minute)
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
-        self.traces = TraceStore(trace_path or default_path())
+        self.traces = TraceStore(trace_path or default_path(), recover=True)
+        if self.traces.recovered:
+            print(f"hoptrace: warning: {self.traces.recovered}", file=sys.stderr, flush=True)
         self._kbs: dict[str, OpenKB] = {}
+        self._checked: dict[str, tuple] = {}   # KB file name → ((size, mtime), problem or None)
         self._lock = threading.Lock()
         # One LLM for every KB and user; its own semaphore queues concurrent requests.
         self.llm_settings = llm_settings or LLMSettings.parse()
@@ -81,12 +86,47 @@ class AppState:
         remote = [s.strip() for s in os.environ.get("HOPTRACE_ES_KBS", "").split(",") if s.strip()]
         return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"] + remote
 
+    def kb_problems(self) -> dict[str, str]:
+        """KBs in the KB folder that are not served, with the reason: a damaged or foreign file, or
+        a build that did not finish (a `.building` file with no finished KB beside it). Each file
+        is checked once per change (size and mtime), not on every listing."""
+        out = {}
+        folder = kb_dir()
+        for path in sorted(folder.glob("*.sqlite")):
+            st = path.stat()
+            key = (st.st_size, st.st_mtime_ns)
+            cached = self._checked.get(path.name)
+            if cached is None or cached[0] != key:
+                cached = self._checked[path.name] = (key, kb_db.problem(path))
+            if cached[1]:
+                out[path.stem] = cached[1]
+        for building in folder.glob("*.sqlite.building"):
+            name = building.name[: -len(".sqlite.building")]
+            if not (folder / f"{name}.sqlite").exists():
+                out[name] = ("its build did not finish; run the same `hoptrace build` again to resume it "
+                             "(nothing is served from an unfinished build)")
+        return out
+
+    def kb_choices(self, visitor: str | None = None) -> list[tuple[str, str]]:
+        """The Knowledge base list: every usable KB, then those not served, each marked with why
+        (in public mode only those the visitor could use if they were sound)."""
+        bad = self.kb_problems()
+        listed = self.kb_names(visitor)
+        extra = sorted(n for n in bad if n not in listed
+                       and (not self.public.enabled or self.kb_owners.may_use(n, visitor or "")))
+        return ([(n, n) for n in listed if n not in bad]
+                + [(f"{n} — not served: {bad[n]}", n) for n in listed + extra if n in bad])
+
     def check_kb(self, name: str, visitor: str) -> None:
         """In public mode, another visitor's KB answers as if it did not exist."""
         if self.public.enabled and not self.kb_owners.may_use(name, visitor):
             raise LimitError(f"no KB named {name!r} on this demo; pick one from the Knowledge base list")
 
     def kb(self, name: str) -> OpenKB:
+        if not name.startswith("es+"):
+            why = self.kb_problems().get(name)
+            if why:
+                raise InputError(f"KB {name!r} is not served: {why}")
         with self._lock:
             if name not in self._kbs:
                 store = open_store(name if name.startswith("es+") else str(kb_dir() / f"{name}.sqlite"))

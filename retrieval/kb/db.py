@@ -74,3 +74,25 @@ def open_kb(path: str | Path, embed_model: str | None = None) -> sqlite3.Connect
     if not get_meta(con, "complete", False):
         raise KBError(f"{path}: the KB build did not finish; run `hoptrace build` again")
     return con
+
+
+def problem(path: Path) -> str | None:
+    """Why a KB file cannot be served — not a database, SQLite's quick check fails, not a finished
+    HopTrace KB of this schema — or None. Messages name the file, never its folder (public mode
+    shows them)."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error as e:
+        return f"cannot be opened ({e})"
+    try:
+        rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        if rows != ["ok"]:
+            return "damaged: SQLite's integrity check failed (" + "; ".join(rows[:2]) + ")"
+        check(con, path)
+    except sqlite3.DatabaseError as e:
+        return f"not a database ({e})"
+    except KBError as e:
+        return str(e).replace(str(path), path.name)
+    finally:
+        con.close()
+    return None

@@ -28,7 +28,7 @@ from traces.store import TraceStore
 from . import evidence, render
 from .ask import run_side_by_side, uses_llm
 from .picker import GROUPS, group_info
-from .public import LimitError, PublicLimits, new_visitor_id
+from .public import LimitError, PublicLimits, new_visitor_id, visitor_message
 from .state import AppState
 
 DEFAULT_METHODS = ["composed", "griever"]
@@ -555,6 +555,8 @@ def build(state: AppState) -> gr.Blocks:
                                           plan.openie, name=name, progress=True, plan=plan,
                                           max_passages=state.public.passage_cap())
             except HopTraceError as e:
+                if not state.public.show_paths:  # name each file as the visitor named it
+                    raise gr.Error(visitor_message(str(e), {f: Path(f).name for f in (corpus, qfile, openie) if f}))
                 raise gr.Error(str(e))
             state.forget(name)
             if state.public.enabled:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -82,6 +83,19 @@ class RateLimiter:
                 raise LimitError(f"this public demo takes at most {self.per_minute} requests a minute from one "
                                  f"visitor; try again in {wait:.0f} s")
             q.append(now)
+
+
+_DIRS = re.compile(r"(?<![\w.~])(?:/[^\s/'\"`:,()\[\]<>]+)+/(?=[^\s/])")
+
+
+def visitor_message(message: str, uploads: dict[str, str]) -> str:
+    """An error as a public visitor sees it: each uploaded file's server path replaced by the name
+    the visitor gave it, and any other absolute path cut to its last part (public mode shows no
+    server path)."""
+    for path, name in uploads.items():
+        if path:
+            message = message.replace(str(path), name)
+    return _DIRS.sub("", message)
 
 
 def new_visitor_id() -> str:

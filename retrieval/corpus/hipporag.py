@@ -18,6 +18,12 @@ def _field(record: Any, key: str, where: str, kind: type = str) -> Any:
     return value
 
 
+# Retrieval passages are paragraphs (MuSiQue's average ~600 characters); a text far past this is a
+# whole document or a hostile upload, and would be embedded truncated anyway.
+MAX_PASSAGE_CHARS = 100_000
+MAX_TITLE_CHARS = 1_000
+
+
 def parse_corpus(data: Any, source: str = "corpus") -> list[Passage]:
     """`[{"title", "text"}]` → passages. Exact duplicates are an error; a repeated title
     with other text is allowed (MuSiQue splits long articles into several passages)."""
@@ -33,6 +39,11 @@ def parse_corpus(data: Any, source: str = "corpus") -> list[Passage]:
             raise InputError(f"{where}: empty title")
         if not text:
             raise InputError(f"{where}: empty text (title {title!r})")
+        if len(text) > MAX_PASSAGE_CHARS or len(title) > MAX_TITLE_CHARS:
+            raise InputError(f"{where}: a {'text' if len(text) > MAX_PASSAGE_CHARS else 'title'} of "
+                             f"{max(len(text), len(title)):,} characters; a passage holds at most "
+                             f"{MAX_PASSAGE_CHARS:,} characters of text and {MAX_TITLE_CHARS:,} of title "
+                             "(split long documents into passages)")
         p = Passage.make(title, text)
         if p.id in first_seen:
             raise InputError(

@@ -15,7 +15,10 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"{path}: file not found")
     raw = path.read_bytes()
     if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise InputError(f"{path}: not a readable gzip file ({e})") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -42,5 +45,8 @@ def read_json(path: str | Path) -> Any:
         return json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply (no corpus or questions format nests more than a "
+                         "few levels)") from None
     except InputError as e:
         raise InputError(f"{path}: {e}") from None

@@ -1,5 +1,6 @@
 # Hugging Face Spaces (sdk: docker) image; mirrors the README's setup command. It runs in public
-# mode (HOPTRACE_PUBLIC=1, ui/public.py): visitors see only their own runs, work is capped.
+# mode (HOPTRACE_PUBLIC=1, ui/public.py): visitors see only their own runs, work is capped; the
+# Space's proxy sets X-Forwarded-For, so its first hop is the client (HOPTRACE_TRUST_PROXY=1).
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
 RUN useradd -m -u 1000 user
@@ -7,7 +8,7 @@ USER user
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
     HOPTRACE_HOME=/home/user/.cache/hoptrace HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
     GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 \
-    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1
+    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1
 WORKDIR /home/user/app
 COPY --chown=user . .
 # Outside this repo's dev machines torch 2.13.0 comes from the CPU index.

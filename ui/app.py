@@ -229,39 +229,45 @@ def build(state: AppState) -> gr.Blocks:
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
 
-        def ask(kb_name, q, chosen, k_value, n_iter, answer, who):
-            graph_sent, first = None, True
+        def ask(kb_name, q, chosen, k_value, n_iter, answer, who, request=None):
             try:
-                state.throttle(who)
-                stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
-                                          {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
-                for prog in stream:
-                    url = _session_url(prog.session_id)
-                    latest = prog.latest
-                    # The first update clears what an earlier run or a recording left in the graph,
-                    # stage picker and comparison, so nothing stale sits beside a live run.
-                    fresh, first = first, False
-                    # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
-                    graph_out = "" if fresh else gr.update()
-                    if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
-                        graph_sent = latest
-                        graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
-                    if not prog.done:
-                        yield (_columns(prog), graph_out,
-                               gr.update(choices=[], value=None) if fresh else gr.update(),
-                               None if fresh else gr.update(),
-                               f"Session `{prog.session_id}` (running…)", prog.session_id)
-                    else:
-                        choices = _graph_choices(prog.runs)
-                        yield (_columns(prog), graph_out,
-                               gr.update(choices=choices, value=choices[-1] if choices else None),
-                               render.comparison_figure(prog.runs, prog.gold),
-                               f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id)
+                state.throttle(who, request)
+                # In public mode one address holds at most one request with LLM work at a time.
+                with state.llm_slot(request, any(uses_llm(m) for m in chosen) or bool(answer)):
+                    yield from _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who)
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
-        def ask_picked(kb_name, q, k_value, n_iter, answer, who, *picked):
-            yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who)
+        def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
+            graph_sent, first = None, True
+            stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
+                                      {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
+            for prog in stream:
+                url = _session_url(prog.session_id)
+                latest = prog.latest
+                # The first update clears what an earlier run or a recording left in the graph,
+                # stage picker and comparison, so nothing stale sits beside a live run.
+                fresh, first = first, False
+                # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
+                graph_out = "" if fresh else gr.update()
+                if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
+                    graph_sent = latest
+                    graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
+                if not prog.done:
+                    yield (_columns(prog), graph_out,
+                           gr.update(choices=[], value=None) if fresh else gr.update(),
+                           None if fresh else gr.update(),
+                           f"Session `{prog.session_id}` (running…)", prog.session_id)
+                else:
+                    choices = _graph_choices(prog.runs)
+                    yield (_columns(prog), graph_out,
+                           gr.update(choices=choices, value=choices[-1] if choices else None),
+                           render.comparison_figure(prog.runs, prog.gold),
+                           f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id)
+
+        def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
+            yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who,
+                           request)
 
         run_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers], api_name="ask",
                       outputs=[columns, graph, graph_pick, comparison, link, session_state],
@@ -404,14 +410,14 @@ def build(state: AppState) -> gr.Blocks:
         export_btn.click(export, [export_ids, visitor], export_file)
 
         # --- Benchmark -----------------------------------------------------------------------
-        def bench(kb_name, chosen, limit, who, progress=gr.Progress()):
+        def bench(kb_name, chosen, limit, who, request: gr.Request, progress=gr.Progress()):
             if not chosen:
                 raise gr.Error("pick at least one method")
             try:
                 state.check_kb(kb_name, who)
                 state.public.check_bench(int(limit or 1))
                 state.public.check_methods(list(chosen), uses_llm)
-                state.throttle(who)
+                state.throttle(who, request)
             except HopTraceError as e:
                 raise gr.Error(str(e))
             try:
@@ -424,9 +430,13 @@ def build(state: AppState) -> gr.Blocks:
             exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
                                     {"methods": ",".join(chosen), "limit": int(limit or 1)})
             try:
-                res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
-                                on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"),
-                                sink=experiments.sink(exp))
+                with state.llm_slot(request, any(uses_llm(m) for m in chosen)):
+                    res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
+                                    on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"),
+                                    sink=experiments.sink(exp))
+            except LimitError as e:
+                experiments.finish(exp, {}, status="failed")
+                raise gr.Error(str(e))
             except Exception:
                 experiments.finish(exp, {}, status="failed")
                 raise
@@ -451,14 +461,14 @@ def build(state: AppState) -> gr.Blocks:
         b_btn.click(bench, [kb, b_methods, b_limit, visitor], [b_table, b_plot_lat, b_plot_tok, e_pick],
                     concurrency_limit=1, concurrency_id="bench")
 
-        def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who):
+        def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who, request: gr.Request):
             from retrieval.bench.reproduce import figure, render as render_rep, reproduce
             try:
                 state.public.check_bench(int(limit or 1))
                 if with_llm:
                     state.public.check_bench(int(llm_limit or 1))
                 state.check_kb(kb_name, who)
-                state.throttle(who)
+                state.throttle(who, request)
             except HopTraceError as e:
                 raise gr.Error(str(e))
             try:
@@ -476,8 +486,9 @@ def build(state: AppState) -> gr.Blocks:
                                     {"paper": paper, "limit": int(limit or 1), "llm_rows": include,
                                      "llm_limit": int(llm_limit or 1)})
             try:
-                rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
-                                llm_limit=max(1, int(llm_limit or 1)), sink=experiments.sink(exp))
+                with state.llm_slot(request, include):
+                    rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
+                                    llm_limit=max(1, int(llm_limit or 1)), sink=experiments.sink(exp))
             except HopTraceError as e:
                 experiments.finish(exp, {}, status="failed")
                 raise gr.Error(str(e))
@@ -538,7 +549,8 @@ def build(state: AppState) -> gr.Blocks:
                       [tabs, question, columns, graph_pick, graph, e_summary, comparison, session_state, *pickers])
 
         # --- Index ---------------------------------------------------------------------------
-        def index(corpus, qfile, openie, name, extractor, who, progress=gr.Progress(track_tqdm=True)):
+        def index(corpus, qfile, openie, name, extractor, who, request: gr.Request,
+                  progress=gr.Progress(track_tqdm=True)):
             if corpus is None:
                 raise gr.Error("upload a corpus file first")
             name = (name or "").strip()
@@ -549,7 +561,7 @@ def build(state: AppState) -> gr.Blocks:
                 if state.public.enabled and resolve_kb(name).exists():
                     # A visitor must not add passages to a KB others use (the demo included).
                     raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
-                state.throttle(who)
+                state.throttle(who, request)
                 plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
                 report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile else None,
                                           plan.openie, name=name, progress=True, plan=plan,
@@ -639,6 +651,10 @@ def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **
     with system fonts (Gradio's default theme fetches Google Fonts: the page must make no
     request outside this server), the upload cap of public mode, and the route that serves
     vis-network to the graph iframes."""
+    # uvicorn would take the client's address from X-Forwarded-For whenever the connection comes from
+    # loopback; public mode decides itself whether that header is trusted (PublicLimits.trust_proxy),
+    # so the socket's peer must reach it unchanged. An operator's own FORWARDED_ALLOW_IPS wins.
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     app.queue(default_concurrency_limit=2, max_size=32).launch(

@@ -14,9 +14,11 @@ import re
 import secrets
 import threading
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from retrieval.errors import InputError
 
@@ -34,12 +36,21 @@ class PublicLimits:
     max_llm_methods: int = 2          # LLM methods in one request (each holds the one model server)
     llm_extraction: bool = False      # ~10–60 s a passage on the embedded model
     requests_per_minute: int = 6      # asks, benchmarks and builds of one visitor
+    # A visitor id is whatever the caller sends, so a script rotates it: the client's address
+    # bounds what one machine may start, whatever ids it shows. Twice a visitor's allowance,
+    # for two people behind one NAT.
+    requests_per_minute_per_address: int = 12
+    llm_requests_per_address: int = 1   # requests with LLM methods running at once from one address
+    # Take the client's address from the first hop of X-Forwarded-For, as set by a proxy in front
+    # (Hugging Face Spaces'); off, the socket's address, and the header is ignored (anyone can send it).
+    trust_proxy: bool = False
     show_paths: bool = True           # server paths on the page (the trace DB's location)
 
     @classmethod
     def from_env(cls, public: bool | None = None) -> "PublicLimits":
         on = public if public is not None else os.environ.get("HOPTRACE_PUBLIC", "") not in ("", "0", "false")
-        return cls(enabled=True, show_paths=False) if on else cls()
+        proxy = os.environ.get("HOPTRACE_TRUST_PROXY", "") not in ("", "0", "false")
+        return cls(enabled=True, show_paths=False, trust_proxy=proxy) if on else cls(trust_proxy=proxy)
 
     # --- the checks each handler makes -------------------------------------------------------
     def check_methods(self, chosen: list[str], uses_llm) -> None:
@@ -67,22 +78,76 @@ class PublicLimits:
 
 @dataclass
 class RateLimiter:
-    """At most `per_minute` requests per visitor in any 60 s (a sliding window)."""
+    """At most `per_minute` requests per key (a visitor id, or an address) in any 60 s (a sliding
+    window). Memory stays bounded: a key idle for a minute is dropped when met, and past `max_keys`
+    the least recently seen keys are evicted (a script rotating ids or addresses only ever
+    evicts its own old entries, whose windows it could not use anyway)."""
     per_minute: int
-    _seen: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
+    who: str = "visitor"
+    max_keys: int = 10_000
+    _seen: "OrderedDict[str, deque]" = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def check(self, visitor: str, now: float | None = None) -> None:
+    def check(self, key: str, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         with self._lock:
-            q = self._seen[visitor]
+            q = self._seen.pop(key, None) or deque()
             while q and now - q[0] >= 60:
                 q.popleft()
+            self._seen[key] = q          # most recent last
+            while len(self._seen) > self.max_keys:
+                self._seen.popitem(last=False)
             if len(q) >= self.per_minute:
                 wait = 60 - (now - q[0])
                 raise LimitError(f"this public demo takes at most {self.per_minute} requests a minute from one "
-                                 f"visitor; try again in {wait:.0f} s")
+                                 f"{self.who}; try again in {wait:.0f} s")
             q.append(now)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+class LiveRuns:
+    """Requests with LLM methods in flight per address: at most `per_address` at once."""
+
+    def __init__(self, per_address: int):
+        self.per_address = per_address
+        self._live: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, address: str) -> Iterator[None]:
+        with self._lock:
+            n = self._live.get(address, 0)
+            if n >= self.per_address:
+                raise LimitError(f"this public demo runs at most {self.per_address} request(s) with LLM methods at "
+                                 "once from one address; wait for the one running to finish")
+            self._live[address] = n + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._live.get(address, 1) - 1
+                if left > 0:
+                    self._live[address] = left
+                else:
+                    self._live.pop(address, None)   # bounded: only addresses with work in flight
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+def client_address(request, trust_proxy: bool) -> str:
+    """Who sent a request: the first hop of X-Forwarded-For when a trusted proxy sets it, else the
+    socket's peer (ui/app.py `serve` stops uvicorn from rewriting it from that header)."""
+    if request is None:
+        return "unknown"
+    if trust_proxy:
+        first = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
+        if first:
+            return first
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None) or "unknown"
 
 
 _DIRS = re.compile(r"(?<![\w.~])(?:/[^\s/'\"`:,()\[\]<>]+)+/(?=[^\s/])")

@@ -5,6 +5,7 @@ import os
 import sys
 
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from retrieval.records import Question
 from retrieval.store import open_store
 from traces.store import TraceStore, default_path
 
-from .public import KBOwners, LimitError, PublicLimits, RateLimiter
+from .public import KBOwners, LimitError, LiveRuns, PublicLimits, RateLimiter, client_address
 
 
 @dataclass
@@ -34,6 +35,8 @@ class AppState:
                  profile: str | None = None, public: PublicLimits | None = None):
         self.public = public or PublicLimits.from_env()
         self.rate = RateLimiter(self.public.requests_per_minute)
+        self.address_rate = RateLimiter(self.public.requests_per_minute_per_address, who="address")
+        self.live_llm = LiveRuns(self.public.llm_requests_per_address)
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or default_path(), recover=True)
@@ -73,9 +76,22 @@ class AppState:
         """Whose runs a visitor may list: their own in public mode, everyone's locally."""
         return (visitor or "") if self.public.enabled else None
 
-    def throttle(self, visitor: str) -> None:
+    def throttle(self, visitor: str, request=None) -> None:
+        """In public mode: a visitor's requests a minute, and their address's (a rotated id does
+        not reset the second)."""
         if self.public.enabled:
+            self.address_rate.check(self.address(request))
             self.rate.check(visitor or "anonymous")
+
+    def address(self, request) -> str:
+        return client_address(request, self.public.trust_proxy)
+
+    def llm_slot(self, request, needs_llm: bool):
+        """Held while a request's LLM methods run: in public mode one address may not queue up
+        the one model server with several requests at once."""
+        if not (self.public.enabled and needs_llm):
+            return nullcontext()
+        return self.live_llm.hold(self.address(request))
 
     def kb_names(self, visitor: str | None = None) -> list[str]:
         """The KBs a visitor may pick: in public mode, not those other visitors built."""

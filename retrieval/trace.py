@@ -48,12 +48,15 @@ def _json_default(x: Any) -> Any:
     return str(x)
 
 
+# orjson writes a dataclass's fields and any other instance attribute not starting with "_": the
+# records keep their live, unstored state under "_" names (Stage._progress, Subgraph's id index),
+# and tests/test_traces.py checks a used Stage serialises to its fields alone.
 _ORJSON_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 def dumps(x: Any) -> bytes:
-    """JSON bytes of a record tree (dataclasses, numpy scalars and non-string keys included; any
-    other object as its str). NaN and infinities become null, as JSON has no such numbers."""
+    """JSON bytes of a record tree (dataclasses by their fields, numpy scalars and non-string keys
+    included; any other object as its str). NaN and infinities become null, as JSON has none."""
     return orjson.dumps(x, default=_json_default, option=_ORJSON_OPTS)
 
 
@@ -147,12 +150,17 @@ class Stage:
 
     # Live progress of a running stage (not part of the stored record): what its LLM call is
     # doing, e.g. {"llm": "generating", "tokens_out": 37, "elapsed_s": 2.1}. The tracer sets
-    # `_listener` for the block's duration; `report` passes the update on.
-    progress: ClassVar[dict] = {}
+    # `_listener` for the block's duration; `report` passes the update on. Both are kept under
+    # names starting with "_", which the JSON encoder (orjson) never writes: only fields are stored.
+    _progress: ClassVar[dict] = {}
     _listener: ClassVar[Optional[Callable[["Stage"], None]]] = None
 
+    @property
+    def progress(self) -> dict:
+        return self._progress
+
     def report(self, **info: Any) -> None:
-        self.progress = {**self.progress, **info}
+        self._progress = {**self._progress, **info}
         if self._listener is not None:
             self._listener(self)
 
@@ -219,9 +227,10 @@ class RunResult:
     def from_dict(cls, d: dict) -> "RunResult":
         stages = []
         for s in d.get("stages", []):
-            s = dict(s)
+            # Only the fields a Stage has: a file written by another version may hold more.
+            s = {k: v for k, v in s.items() if k in _STAGE_FIELDS}
             g = s.pop("subgraph", None)
-            calls = [LLMCall(**c) for c in s.pop("llm_calls", [])]
+            calls = [LLMCall(**{k: v for k, v in c.items() if k in _CALL_FIELDS}) for c in s.pop("llm_calls", [])]
             st = Stage(**s, llm_calls=calls)
             if g:
                 st.subgraph = Subgraph([Node(**n) for n in g["nodes"]], [Edge(**e) for e in g["edges"]])
@@ -229,6 +238,9 @@ class RunResult:
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k not in ("stages", "ranked")}
         return cls(**fields, ranked=[RankedPassage(**r) for r in d.get("ranked", [])], stages=stages)
 
+
+_STAGE_FIELDS = frozenset(Stage.__dataclass_fields__)
+_CALL_FIELDS = frozenset(LLMCall.__dataclass_fields__)
 
 # The stages open on each thread, innermost last: where charge_reused books a cost.
 _open = threading.local()

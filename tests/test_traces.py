@@ -128,3 +128,23 @@ def test_a_damaged_trace_file_is_kept_aside_and_a_fresh_one_used(tmp_path, ctx, 
     store.save_run(sid, "small", make_method("bm25", ctx).run(Q, k=5))
     assert len(store.list_runs()) == 1 and check_file(path) is None
     assert TraceStore(path, recover=True).recovered is None          # a sound file is left alone
+
+
+def test_a_used_stage_stores_its_fields_and_nothing_of_its_live_state():
+    """Live progress, the tracer's listener and a subgraph's id index are not part of the record."""
+    from dataclasses import fields
+
+    from retrieval.trace import RunResult, Stage, Tracer
+
+    tracer = Tracer(on_progress=lambda st: None)
+    with tracer.stage("s", "a stage") as st:
+        st.report(llm="writing", tokens_out=3)
+        st.graph().node("p1", "passage", "P")
+        st.graph().node("p1", "passage", "P")
+    assert st.progress["tokens_out"] == 3 and len(st.subgraph.nodes) == 1
+    stored = json.loads(RunResult("bm25", Q, stages=tracer.stages).to_json())["stages"][0]
+    assert set(stored) == {f.name for f in fields(Stage)}
+    assert set(stored["subgraph"]) == {"nodes", "edges"}
+    # and a stage written by another version, with a key this one lacks, still loads
+    stored["from_the_future"] = 1
+    assert RunResult.from_dict({"method": "bm25", "question": Q, "stages": [stored]}).stages[0].name == "s"

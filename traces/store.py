@@ -170,6 +170,10 @@ class TraceStore:
                                           "run_id": str, "seq": int, "row": str, "fates": str},
                                          pk=("experiment_id", "question_id", "method", "k"),
                                          foreign_keys=[("experiment_id", "experiments"), ("run_id", "runs")])
+        if "pruned" not in db.table_names():
+            # Ids of sessions and experiments removed by a public demo's retention (traces/retention.py):
+            # a link to one says it expired.
+            db["pruned"].create({"id": str, "kind": str, "pruned_at": float}, pk="id")
         if "bench_results" not in db.table_names():
             db["bench_results"].create({"id": str, "session_id": str, "created_at": float, "kb": str,
                                         "result": str}, pk="id")
@@ -271,6 +275,10 @@ class TraceStore:
         row = self.db.execute("SELECT id, created_at, kb, question, kind FROM sessions WHERE id = ?",
                               [session_id]).fetchone()
         return dict(zip(("id", "created_at", "kb", "question", "kind"), row)) if row else None
+
+    def was_pruned(self, any_id: str) -> bool:
+        """Whether a session or experiment with this id existed and was removed by retention."""
+        return self.db.execute("SELECT 1 FROM pruned WHERE id = ?", [any_id]).fetchone() is not None
 
     def owns(self, owner: str, run_id: str) -> bool:
         row = self.db.execute("SELECT 1 FROM runs r JOIN sessions s ON s.id = r.session_id "

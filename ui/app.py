@@ -65,6 +65,11 @@ def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str]
     return runs, gold, kb, question
 
 
+def _expired(what: str) -> str:
+    return render.error_html(f"This {what} has expired: this demo keeps stored traces for a limited time and "
+                             "space, and removed it. Run it again to see it.")
+
+
 def _stored_runs(traces: TraceStore, run_ids: list[str]) -> tuple[dict, set[str]]:
     """Runs opened from an experiment, labelled by method as the drill-down showed them."""
     runs, gold = {}, set()
@@ -317,6 +322,8 @@ def build(state: AppState) -> gr.Blocks:
         def reopen(request: gr.Request):
             """`?session=ID` reopens a stored comparison exactly as it was."""
             sid = (request.query_params.get("session") if request else None) or ""
+            if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
+                return (gr.update(), _expired("comparison"), gr.update(), gr.update(), gr.update(), "")
             if not sid or state.traces.session(sid) is None:
                 return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), ""
             runs, gold, _, q = _stored_session(state.traces, sid)
@@ -334,14 +341,16 @@ def build(state: AppState) -> gr.Blocks:
             eid = ((request.query_params.get("experiment") if request else None) or "").strip()
             mine = evidence.choices(experiments, state.owner_filter(who))
             if not eid:
-                return gr.update(), gr.update(choices=mine)
+                return gr.update(), gr.update(choices=mine), gr.update()
             try:
                 exp = evidence.find(experiments, eid, state.owner_filter(who) if state.public.enabled else None)
             except HopTraceError:
-                return gr.update(), gr.update(choices=mine)
+                if state.traces.was_pruned(eid):
+                    return gr.Tabs(selected="benchmark"), gr.update(choices=mine), _expired("experiment")
+                return gr.update(), gr.update(choices=mine), gr.update()
             if exp.id not in {v for _, v in mine}:
                 mine = [(exp.describe(), exp.id)] + mine
-            return gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id)
+            return gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id), gr.update()
 
         # --- Traces ------------------------------------------------------------------------
         def list_runs(method, text, who):
@@ -359,7 +368,7 @@ def build(state: AppState) -> gr.Blocks:
 
         loaded = app.load(arrive, visitor, visitor)
         loaded.then(list_runs, [f_method, f_text, visitor], runs_table)
-        loaded.then(reopen_experiment, visitor, [tabs, e_pick])
+        loaded.then(reopen_experiment, visitor, [tabs, e_pick, e_summary])
         # In public mode the KBs this visitor built join the list; other visitors' never do.
         loaded.then(lambda who: gr.update(choices=state.kb_choices(who)), visitor, kb)
         def backends_for(name):

@@ -17,6 +17,7 @@ from retrieval.methods import Context
 from retrieval.paths import kb_dir
 from retrieval.records import Question
 from retrieval.store import open_store
+from traces.retention import Pruner, Retention
 from traces.store import TraceStore, default_path
 
 from .public import KBOwners, LimitError, LiveRuns, PublicLimits, RateLimiter, client_address
@@ -40,6 +41,9 @@ class AppState:
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or default_path(), recover=True)
+        # Public mode bounds storage: old and excess traces are pruned in the background.
+        self.retention = Retention.from_env() if self.public.enabled else None
+        self.pruner = Pruner(self.traces, self.retention).start() if self.retention else None
         if self.traces.recovered:
             print(f"hoptrace: warning: {self.traces.recovered}", file=sys.stderr, flush=True)
         self._kbs: dict[str, OpenKB] = {}

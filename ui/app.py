@@ -238,7 +238,7 @@ def build(state: AppState) -> gr.Blocks:
             try:
                 state.throttle(who, request)
                 # In public mode one address holds at most one request with LLM work at a time.
-                with state.llm_slot(request, any(uses_llm(m) for m in chosen) or bool(answer)):
+                with state.llm_slot(request, list(chosen), bool(answer)):
                     yield from _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who)
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
@@ -439,7 +439,7 @@ def build(state: AppState) -> gr.Blocks:
             exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
                                     {"methods": ",".join(chosen), "limit": int(limit or 1)})
             try:
-                with state.llm_slot(request, any(uses_llm(m) for m in chosen)):
+                with state.llm_slot(request, list(chosen)):
                     res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
                                     on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"),
                                     sink=experiments.sink(exp))
@@ -495,7 +495,7 @@ def build(state: AppState) -> gr.Blocks:
                                     {"paper": paper, "limit": int(limit or 1), "llm_rows": include,
                                      "llm_limit": int(llm_limit or 1)})
             try:
-                with state.llm_slot(request, include):
+                with state.llm_slot(request, [r.method for r in rows if include]):
                     rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
                                     llm_limit=max(1, int(llm_limit or 1)), sink=experiments.sink(exp))
             except HopTraceError as e:

@@ -5,7 +5,7 @@ import os
 import sys
 
 import threading
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,13 +13,14 @@ from retrieval.embed import get_embedder
 from retrieval.errors import HopTraceError, InputError
 from retrieval.kb import db as kb_db
 from retrieval.llm import LLM, LLMSettings, get_llm
-from retrieval.methods import Context
+from retrieval.methods import Context, uses_llm
 from retrieval.paths import kb_dir
 from retrieval.records import Question
 from retrieval.store import open_store
 from traces.retention import Pruner, Retention
 from traces.store import TraceStore, default_path
 
+from .llm_queue import LLMQueue
 from .public import KBOwners, LimitError, LiveRuns, PublicLimits, RateLimiter, client_address
 
 
@@ -38,6 +39,7 @@ class AppState:
         self.rate = RateLimiter(self.public.requests_per_minute)
         self.address_rate = RateLimiter(self.public.requests_per_minute_per_address, who="address")
         self.live_llm = LiveRuns(self.public.llm_requests_per_address)
+        self.llm_queue = LLMQueue.from_env()
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or default_path(), recover=True)
@@ -90,12 +92,16 @@ class AppState:
     def address(self, request) -> str:
         return client_address(request, self.public.trust_proxy)
 
-    def llm_slot(self, request, needs_llm: bool):
-        """Held while a request's LLM methods run: in public mode one address may not queue up
-        the one model server with several requests at once."""
-        if not (self.public.enabled and needs_llm):
-            return nullcontext()
-        return self.live_llm.hold(self.address(request))
+    @contextmanager
+    def llm_slot(self, request, methods: list[str], answer: bool = False):
+        """Held while a request's LLM work runs. In public mode one address may not queue up the
+        one model server with several requests at once, and a request is refused at once when the
+        work admitted ahead of it would make it wait past the queue's bound (ui/llm_queue.py)."""
+        if not (self.public.enabled and (answer or any(uses_llm(m) for m in methods))):
+            yield
+            return
+        with self.live_llm.hold(self.address(request)), self.llm_queue.admit(methods, answer):
+            yield
 
     def kb_names(self, visitor: str | None = None) -> list[str]:
         """The KBs a visitor may pick: in public mode, not those other visitors built."""

@@ -108,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     bc.add_argument("--delay-ms", type=float, default=500.0, help="the endpoint's delay per request (default 500)")
     bc.add_argument("--ks", default="5,10")
 
+    so = sub.add_parser("soak", help="the public demo under a long steady load on loopback: errors, lost or mixed "
+                                     "traces, p50 per 5 minutes, memory growth, the database under its cap")
+    so.add_argument("--minutes", type=float, default=30.0, help="duration, at most 60 (default 30)")
+    so.add_argument("--users", type=int, default=20, help="visitors on LLM-free methods (default 20)")
+    so.add_argument("--llm-users", type=int, default=2, help="visitors on an LLM method (default 2)")
+    so.add_argument("--llm-method", default="sag", help="the LLM visitors' method (default sag)")
+    so.add_argument("--cap-mb", type=float, default=20.0, help="the trace database's size cap (default 20)")
+    so.add_argument("--max-requests", type=int, default=20_000, help="bound on requests in all")
+    so.add_argument("--llm", default=None, help="the app's LLM (default local, the embedded model)")
+
     ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
     ex.add_argument("--limit", type=int, default=50)
     ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
@@ -217,7 +227,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
                 "record-showcase": cmd_record_showcase, "silver": cmd_silver, "experiments": cmd_experiments,
-                "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency}[
+                "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency, "soak": cmd_soak}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -515,6 +525,16 @@ def cmd_bench(args) -> int:
         write_html(res, out.with_suffix(".html"))
         print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
     return 0
+
+
+def cmd_soak(args) -> int:
+    from ui.soak import soak
+
+    res = soak(args.minutes, args.users, args.llm_users, args.llm_method, args.cap_mb, args.max_requests, args.llm)
+    print(json.dumps(res, indent=1))
+    ok = (res["errors"] == 0 and res["lost"] == 0 and res["mixed_runs"] == 0 and res["sessions_missing_runs"] == 0
+          and res["db_under_cap"])
+    return 0 if ok else 1
 
 
 def cmd_bench_concurrency(args) -> int:

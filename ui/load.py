@@ -34,7 +34,9 @@ def _percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else float("nan")
 
 
-def _start_app(traces: Path, app_dir: Path = REPO_ROOT) -> tuple[subprocess.Popen, str]:
+def _start_app(traces: Path, app_dir: Path = REPO_ROOT, env: Optional[dict] = None) -> tuple[subprocess.Popen, str]:
+    """The app in its own process with its own trace file; `env` adds or overrides variables
+    (the soak runs it in public mode with the embedded LLM)."""
     port = free_port()
     # A home of its own whose kbs/ is the real one: the load's traces stay out of the user's
     # trace file, for this version and for an older checkout (--app-dir) alike.
@@ -44,8 +46,8 @@ def _start_app(traces: Path, app_dir: Path = REPO_ROOT) -> tuple[subprocess.Pope
     models = kb_dir().parent / "models"  # exported encoders: not re-exported under load
     if models.is_dir():
         (traces.parent / "models").symlink_to(models.resolve(), target_is_directory=True)
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HOPTRACE_LLM="none",
-               HOPTRACE_HOME=str(traces.parent), HOPTRACE_TRACES=str(traces))
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "HOPTRACE_LLM": "none",
+           "HOPTRACE_HOME": str(traces.parent), "HOPTRACE_TRACES": str(traces), **(env or {})}
     proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=env, cwd=app_dir,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"

@@ -7,13 +7,12 @@ starts a Pruner.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-from retrieval.errors import ConfigError
+from retrieval.envvars import positive_number
 
 from .store import TraceStore
 
@@ -31,14 +30,8 @@ class Retention:
         out = {}
         for field_name, var in (("max_age_days", "HOPTRACE_TRACES_MAX_DAYS"), ("max_mb", "HOPTRACE_TRACES_MAX_MB"),
                                 ("every_s", "HOPTRACE_PRUNE_EVERY_S")):
-            raw = os.environ.get(var, "").strip()
-            if raw:
-                try:
-                    value = float(raw)
-                except ValueError:
-                    raise ConfigError(f"{var} must be a number, got {raw!r}") from None
-                if value <= 0:
-                    raise ConfigError(f"{var} must be positive, got {raw!r}")
+            value = positive_number(var)
+            if value is not None:
                 out[field_name] = value
         return cls(**out)
 

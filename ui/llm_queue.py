@@ -10,14 +10,13 @@ through here.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from retrieval.errors import ConfigError
+from retrieval.envvars import positive_number
 from retrieval.methods import uses_llm
 
 from .picker import EXPECTED_EMBEDDED_S
@@ -54,16 +53,8 @@ class LLMQueue:
 
     @classmethod
     def from_env(cls) -> "LLMQueue":
-        raw = os.environ.get("HOPTRACE_LLM_QUEUE_MAX_S", "").strip()
-        if not raw:
-            return cls()
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"HOPTRACE_LLM_QUEUE_MAX_S must be a number of seconds, got {raw!r}") from None
-        if value <= 0:
-            raise ConfigError(f"HOPTRACE_LLM_QUEUE_MAX_S must be positive, got {raw!r}")
-        return cls(value)
+        value = positive_number("HOPTRACE_LLM_QUEUE_MAX_S")
+        return cls() if value is None else cls(value)
 
     def ahead_s(self, now: float | None = None) -> tuple[int, float]:
         """Requests admitted and the seconds of LLM work they still hold."""

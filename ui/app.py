@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -238,8 +239,15 @@ def build(state: AppState) -> gr.Blocks:
             try:
                 state.throttle(who, request)
                 # In public mode one address holds at most one request with LLM work at a time.
-                with state.llm_slot(request, list(chosen), bool(answer)):
-                    yield from _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who)
+                with ExitStack() as held:
+                    held.enter_context(state.llm_slot(request, list(chosen), bool(answer)))
+                    for out, done in _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
+                        if done:
+                            # Released before the last update reaches the visitor: a client that
+                            # asks again as soon as it has its answer must find the slot free (the
+                            # soak's LLM visitors did not, and were refused).
+                            held.close()
+                        yield out
             except HopTraceError as e:
                 yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
@@ -262,13 +270,13 @@ def build(state: AppState) -> gr.Blocks:
                     yield (_columns(prog), graph_out,
                            gr.update(choices=[], value=None) if fresh else gr.update(),
                            None if fresh else gr.update(),
-                           f"Session `{prog.session_id}` (running…)", prog.session_id)
+                           f"Session `{prog.session_id}` (running…)", prog.session_id), False
                 else:
                     choices = _graph_choices(prog.runs)
                     yield (_columns(prog), graph_out,
                            gr.update(choices=choices, value=choices[-1] if choices else None),
                            render.comparison_figure(prog.runs, prog.gold),
-                           f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id)
+                           f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id), True
 
         def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
             yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who,

@@ -119,12 +119,14 @@ def soak(minutes: float = 30.0, users: int = 20, llm_users: int = 2, llm_method:
                     return
                 log.sent += 1
             t0 = time.time()
+            refused = False
             try:
                 html = _ask(client, rng.choice(questions), methods, vid)
                 took = time.time() - t0
                 with lock:
                     if "this public demo" in html or "the model is busy" in html:
-                        log.refused.append(html[-300:])
+                        log.refused.append(html.split("class='ht-err'>", 1)[-1][:200])
+                        refused = True
                     elif "class='ht-err'" in html:
                         log.errors.append("a column or the request reported an error: "
                                           + html.split("class='ht-err'", 1)[1][:160])
@@ -133,6 +135,8 @@ def soak(minutes: float = 30.0, users: int = 20, llm_users: int = 2, llm_method:
             except Exception as e:  # counted, not raised: the soak goes on
                 with lock:
                     log.errors.append(f"{type(e).__name__}: {e}"[:200])
+            if refused and not paced:
+                time.sleep(PACE_S)  # a person reads the refusal before asking again; a loop would spin
 
     threads = [threading.Thread(target=visitor, args=(i, list(FAST), True, log.fast), daemon=True)
                for i in range(users)]

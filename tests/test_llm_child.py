@@ -16,10 +16,14 @@ pytestmark = pytest.mark.slow
 # A parent that starts the server from a short-lived thread (as the app does), prints the
 # child's pid, then waits to be ended.
 PARENT = textwrap.dedent("""
-    import os, signal, sys, threading, time
-    # A shell starts background jobs with SIGINT ignored, and Python then keeps it ignored:
-    # act as a terminal-started app would, whoever runs the suite.
+    import faulthandler, os, signal, sys, threading, time
+    # A shell starts background jobs with SIGINT ignored, and Python then keeps it ignored; a
+    # process that forks while it blocks SIGINT (a test runner, a supervisor) passes the block on,
+    # and a blocked SIGINT stays pending for ever (reproduced: the parent never exits). Act as a
+    # terminal-started app would, whoever runs the suite.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if it hangs
     from retrieval.llm import LLMSettings
     from retrieval.llm.backends import EmbeddedLlamaCpp
     box = {}
@@ -36,18 +40,32 @@ PARENT = textwrap.dedent("""
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        # a zombie has exited; only its parent (gone) could reap it
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):  # gone, or reaped between the two looks
         return False
-    # a zombie has exited; only its parent (gone) could reap it
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def _why_stuck(pid: int) -> str:
+    """What a parent that did not exit was doing: its signal masks and every thread's stack."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            masks = "; ".join(line.strip() for line in f if line.startswith(("Sig", "Shd", "Threads", "State")))
+        os.kill(pid, signal.SIGUSR1)  # faulthandler writes all threads' stacks to its stderr
+        time.sleep(1.0)
+        return masks
+    except (ProcessLookupError, FileNotFoundError):
+        return "(exited meanwhile)"
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL", "crash"])
 def test_the_server_child_dies_with_its_parent(how, tmp_path):
     pytest.importorskip("llama_cpp")
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, how], stdout=subprocess.PIPE, text=True,
+    stderr = open(tmp_path / "parent.err", "w+")
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, how], stdout=subprocess.PIPE, stderr=stderr, text=True,
                               env={**os.environ, "HOPTRACE_LLM_CACHE": "0"})
+    line = ""
     try:
         line = parent.stdout.readline().strip()
         assert line.isdigit(), f"the parent did not start the server (printed {line!r})"
@@ -55,7 +73,12 @@ def test_the_server_child_dies_with_its_parent(how, tmp_path):
         assert _alive(child)
         if how != "crash":
             parent.send_signal(getattr(signal, how))
-        parent.wait(30)
+        try:
+            parent.wait(30)
+        except subprocess.TimeoutExpired:
+            masks = _why_stuck(parent.pid)
+            stderr.seek(0)
+            pytest.fail(f"the parent did not exit within 30 s of {how} ({masks}); its stacks:\n{stderr.read()[-4000:]}")
         deadline = time.time() + 10
         while _alive(child) and time.time() < deadline:
             time.sleep(0.2)
@@ -65,3 +88,4 @@ def test_the_server_child_dies_with_its_parent(how, tmp_path):
             parent.kill()
         if line.isdigit() and _alive(int(line)):
             os.kill(int(line), signal.SIGKILL)  # never leave one behind, even when the test fails
+        stderr.close()

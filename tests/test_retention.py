@@ -91,3 +91,26 @@ def test_a_link_to_a_pruned_session_says_it_expired():
     from ui.app import _expired
 
     assert "has expired" in _expired("comparison")
+
+
+def test_over_the_bound_it_prunes_to_the_low_water_mark_and_stored_runs_wake_it(tmp_path, ctx):
+    store = TraceStore(tmp_path / "traces.sqlite")
+    _fill(store, ctx, 30)
+    bound = used_bytes(store) * 0.8 / 1e6
+    prune(store, Retention(max_age_days=7, max_mb=bound, low_water=0.5))
+    assert used_bytes(store) <= bound * 0.5 * 1e6  # headroom for what comes before the next pass
+    # a pass due in an hour runs after `wake_after_runs` stored runs instead
+    pruner = Pruner(store, Retention(max_age_days=7, max_mb=bound * 0.5, every_s=3600, wake_after_runs=5)).start()
+    try:
+        deadline = time.time() + 10
+        while pruner.last is None and time.time() < deadline:  # the first pass, at start
+            time.sleep(0.05)
+        first = pruner.last
+        assert first is not None
+        _fill(store, ctx, 3)              # each session stores runs: past 5 runs, the pruner wakes
+        deadline = time.time() + 10
+        while pruner.last is first and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        pruner.stop()
+    assert pruner.last is not first and pruner.error is None

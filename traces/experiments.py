@@ -153,6 +153,7 @@ class Experiments:
             self.traces._insert(con, "experiment_runs", [{
                 "experiment_id": exp.id, "question_id": question.id, "method": label, "k": k, "run_id": rid,
                 "seq": seq, "row": dumps(row.__dict__).decode(), "fates": presence}])
+        self.traces.announce(rid, exp.session_id, exp.kb, run, gold)
         return rid
 
     def sink(self, exp: Experiment):

@@ -21,7 +21,13 @@ from .store import TraceStore
 class Retention:
     max_age_days: float = 7.0       # a Space's visitors come back within days, not months
     max_mb: float = 500.0           # a free Space's disk is tens of GB; traces are ~10 KB a run packed
-    every_s: float = 600.0          # how often the background pass runs
+    every_s: float = 600.0          # how often the background pass runs at the least
+    # Once over max_mb, prune down to this share of it: the headroom absorbs what is written
+    # before the next pass, so the file stays under its bound, not just near it.
+    low_water: float = 0.9
+    # A pass also runs after this many stored runs: a busy demo writes ~4 MB a minute of traces
+    # (the soak: 120 sessions a minute), more than a 10 % headroom of a small bound holds.
+    wake_after_runs: int = 50
 
     @classmethod
     def from_env(cls) -> "Retention":
@@ -97,23 +103,35 @@ def prune(store: TraceStore, retention: Retention, now: Optional[float] = None, 
     cutoff = now - retention.max_age_days * 86400
     while ids := oldest("created_at < ?", [cutoff]):
         drop(ids)
-    limit = retention.max_mb * 1e6
-    while used_bytes(store) > limit and (ids := oldest("1", [])):
-        drop(ids)
+    if used_bytes(store) > retention.max_mb * 1e6:
+        target = retention.max_mb * retention.low_water * 1e6
+        while used_bytes(store) > target and (ids := oldest("1", [])):
+            drop(ids)
     report.used_mb_after = round(used_bytes(store) / 1e6, 2)
     return report
 
 
 class Pruner:
-    """Runs `prune` every `retention.every_s` on a daemon thread; `last` holds the latest report.
-    A failing pass is kept in `error` and retried next time: storage must never stop the app."""
+    """Runs `prune` on a daemon thread every `retention.every_s`, and sooner after every
+    `retention.wake_after_runs` stored runs (a storing thread only counts and, at most, sets an
+    event); `last` holds the latest report. A failing pass is kept in `error` and retried next
+    time: storage must never stop the app."""
 
     def __init__(self, store: TraceStore, retention: Retention):
         self.store, self.retention = store, retention
         self.last: Optional[PruneReport] = None
         self.error: Optional[str] = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._saved = 0
         self._thread = threading.Thread(target=self._loop, name="trace-pruner", daemon=True)
+        store.on_saved.append(self._count)
+
+    def _count(self, *_run) -> None:
+        self._saved += 1  # a lost increment under a race only delays a pass
+        if self._saved >= self.retention.wake_after_runs:
+            self._saved = 0
+            self._wake.set()
 
     def start(self) -> "Pruner":
         self._thread.start()
@@ -121,6 +139,7 @@ class Pruner:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
@@ -129,4 +148,5 @@ class Pruner:
                 self.last, self.error = prune(self.store, self.retention), None
             except Exception as e:  # noqa: BLE001 - reported, retried; a request never sees it
                 self.error = f"{type(e).__name__}: {e}"
-            self._stop.wait(self.retention.every_s)
+            self._wake.wait(self.retention.every_s)
+            self._wake.clear()

@@ -15,7 +15,7 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import sqlite_utils
 
@@ -96,6 +96,9 @@ class TraceStore:
         self._lock = threading.Lock()
         self._local = threading.local()
         self.recovered: Optional[str] = None
+        # Called with (run id, session id, kb, run, gold) once a run is committed: the pruner
+        # (traces/retention.py) counts them. A listener that raises is ignored: storing comes first.
+        self.on_saved: list[Callable[[str, str, str, RunResult, list[str]], None]] = []
         if recover:
             why = check_file(self.path)
             if why:
@@ -194,7 +197,18 @@ class TraceStore:
         with self._lock:
             con = self.db.conn
             with con:  # one transaction: a run is stored whole or not at all
-                return self.insert_run(con, session_id, kb, run, gold, k)
+                rid = self.insert_run(con, session_id, kb, run, gold, k)
+        self.announce(rid, session_id, kb, run, gold)
+        return rid
+
+    def announce(self, run_id: str, session_id: str, kb: str, run: RunResult, gold: Iterable[str]) -> None:
+        """Tell `on_saved` listeners of a committed run (save_run does; so does whoever commits
+        insert_run inside a transaction of its own)."""
+        for listener in self.on_saved:
+            try:
+                listener(run_id, session_id, kb, run, list(gold))
+            except Exception:
+                pass
 
     def transaction(self):
         """The writer lock and one transaction on this thread's connection: `with store.transaction()

@@ -222,7 +222,8 @@ def build(state: AppState) -> gr.Blocks:
                             "and becomes a knowledge base you can ask.")
                 with gr.Row():
                     up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
-                    up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"])
+                    up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"],
+                                           elem_id="up-questions")
                     up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
                 with gr.Row():
                     up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")

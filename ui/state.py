@@ -6,13 +6,14 @@ import sys
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from retrieval.embed import get_embedder
 from retrieval.errors import HopTraceError, InputError
 from retrieval.kb import db as kb_db
 from retrieval.llm import LLM, LLMSettings, get_llm
+from retrieval.llm.settings import PUBLIC_PROMPT_CACHE_MB
 from retrieval.methods import Context, uses_llm
 from retrieval.paths import kb_dir
 from retrieval.records import Question
@@ -53,6 +54,8 @@ class AppState:
         self._lock = threading.Lock()
         # One LLM for every KB and user; its own semaphore queues concurrent requests.
         self.llm_settings = llm_settings or LLMSettings.parse()
+        if self.public.enabled and not os.environ.get("HOPTRACE_PROMPT_CACHE_MB", "").strip():
+            self.llm_settings = replace(self.llm_settings, prompt_cache_mb=PUBLIC_PROMPT_CACHE_MB)
         self.llm: LLM | None = get_llm(self.llm_settings)
         self.llm_status = "not started" if self.llm else "none configured"
         self.profile = profile  # None: by backend (methods/profiles.py)

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from ..envvars import positive_number
 from ..errors import ConfigError
 from .errors import LLMUnavailable
 from .models import DEFAULT_MODEL, MODELS
@@ -30,6 +31,12 @@ def check_draft_tokens(value, source: str) -> int:
     if not text.isdigit() or int(text) > MAX_DRAFT_TOKENS:
         raise ConfigError(f"{source} must be a whole number 0..{MAX_DRAFT_TOKENS}, got {value!r}")
     return int(text)
+
+
+# A public demo's server keeps its memory flat: the cache fills in its first minutes (a SAG run
+# saves ~60 MB of states) and then holds what the latest runs' steps share, their instructions.
+# With 1,024 MB it was still filling 30 minutes into the soak (the model server +26 %).
+PUBLIC_PROMPT_CACHE_MB = 256
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class LLMSettings:
     # of 15 passages ~2.5k. The KV cache at 16k costs ~0.5 GB for the 1.5B model.
     n_ctx: int = 16384
     # llama.cpp's prompt-state cache (RAM) for the embedded server; 0 turns it off.
+    # HOPTRACE_PROMPT_CACHE_MB sets it; public mode uses PUBLIC_PROMPT_CACHE_MB unless it is set.
     prompt_cache_mb: int = 1024
     # Prompt-lookup drafts of the embedded server (lookup.py): up to this many tokens guessed
     # from the request and checked in one pass; 0 = off. Off for the methods (their recall was
@@ -95,6 +103,9 @@ class LLMSettings:
         if os.environ.get("HOPTRACE_LLM_CACHE", "1").lower() in ("0", "off", "false", "no"):
             s = replace(s, cache=False)
         s = replace(s, **overrides) if overrides else s
+        cache_mb = positive_number("HOPTRACE_PROMPT_CACHE_MB")
+        if cache_mb is not None:
+            s = replace(s, prompt_cache_mb=int(cache_mb))
         draft = os.environ.get("HOPTRACE_DRAFT_TOKENS", "").strip()
         if draft:  # the environment wins over code defaults, as for the cache
             s = replace(s, draft_tokens=check_draft_tokens(draft, "HOPTRACE_DRAFT_TOKENS"), draft_from_env=True)

@@ -468,3 +468,72 @@ def _drawn_pixels(page) -> int:
     return frame.evaluate("""() => { const c = document.querySelector('canvas');
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""")
+
+
+@pytest.fixture(scope="module")
+def hostile_url(app_url, tmp_path_factory):
+    """Public mode with room for many requests a minute: the uploads, not the rate limit, are tested."""
+    from dataclasses import replace
+
+    from ui.app import build, serve
+    from ui.public import PublicLimits
+    from ui.state import AppState
+
+    limits = replace(PublicLimits.from_env(public=True), requests_per_minute=100, requests_per_minute_per_address=100)
+    state = AppState(trace_path=tmp_path_factory.mktemp("hostile") / "traces.sqlite", public=limits)
+    app = build(state)
+    port = free_port()
+    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(hostile_url, tmp_path, shots):
+    from playwright.sync_api import sync_playwright
+    from test_hostile_uploads import GOOD as HOSTILE_GOOD, HOSTILE, _write
+
+    from retrieval.paths import kb_dir
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        for i, name in enumerate(sorted(HOSTILE)):
+            content, problem = HOSTILE[name]
+            path = _write(tmp_path, name, content)
+            page.goto(hostile_url, wait_until="domcontentloaded")  # a fresh form for each file
+            page.wait_for_selector("#run", timeout=60_000)
+            page.get_by_role("tab", name="Index").click()
+            page.locator("#up-corpus input[type=file]").set_input_files(path)
+            page.fill("#up-name textarea, #up-name input", f"hostile_{i}")
+            page.click("#up-build")
+            toast = page.locator(".toast-body").last
+            toast.wait_for(timeout=120_000)
+            text = toast.inner_text()
+            assert problem in text and name in text, text
+            assert str(tmp_path) not in text and "/tmp" not in text and "gradio" not in text, text
+            if name == "types.json":
+                page.wait_for_timeout(600)  # the toast slides in
+                page.screenshot(path=str(shots / "hostile-upload-error.png"))  # the viewport: the toast is fixed
+            assert not list(kb_dir().glob(f"hostile_{i}.*"))
+        # a questions file whose gold passages are not in the corpus
+        corpus = _write(tmp_path, "corpus.json", HOSTILE_GOOD)
+        questions = _write(tmp_path, "questions.json", [{"id": "q1", "question": "Where?", "answer": "Zambia", "paragraphs": [
+            {"idx": 0, "title": "Nowhere", "paragraph_text": "A passage nobody uploaded.", "is_supporting": True}]}])
+        page.goto(hostile_url, wait_until="domcontentloaded")
+        page.wait_for_selector("#run", timeout=60_000)
+        page.get_by_role("tab", name="Index").click()
+        page.locator("#up-corpus input[type=file]").set_input_files(corpus)
+        page.locator("#up-questions input[type=file]").set_input_files(questions)
+        page.fill("#up-name textarea, #up-name input", "hostile_questions")
+        page.click("#up-build")
+        toast = page.locator(".toast-body").last
+        toast.wait_for(timeout=120_000)
+        text = toast.inner_text()
+        assert "gold passage(s) not in the corpus" in text and "questions.json" in text and "/tmp" not in text, text
+        assert not list(kb_dir().glob("hostile_questions.*"))
+        # nothing was stored, and the app keeps serving
+        page.get_by_role("tab", name="Ask").click()
+        _set_question(page, Q)
+        _run(page, {"bm25"})
+        assert page.locator("#columns .ht-col[data-method='bm25'] table.ht-ranking").count() == 1
+        browser.close()

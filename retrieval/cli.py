@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
-from .errors import ConfigError, HopTraceError
+from .errors import ConfigError, HopTraceError, InputError
 from .paths import resolve_kb
 
 
@@ -118,6 +119,18 @@ def _parser() -> argparse.ArgumentParser:
     so.add_argument("--max-requests", type=int, default=20_000, help="bound on requests in all")
     so.add_argument("--llm", default=None, help="the app's LLM (default local, the embedded model)")
 
+    xp = sub.add_parser("export", help="send stored runs as OpenTelemetry spans (OpenInference) to a collector "
+                                        "such as Phoenix, or write them as OTLP JSON")
+    to = xp.add_mutually_exclusive_group(required=True)
+    to.add_argument("--otlp", metavar="URL", help="an OTLP/HTTP collector, e.g. http://127.0.0.1:6006 (Phoenix)")
+    to.add_argument("--file", metavar="OUT.jsonl", help="OTLP JSON, one export request a line, for offline use")
+    what = xp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--session", metavar="ID", help="the runs of one session (an Ask request)")
+    what.add_argument("--runs", metavar="IDS", help="run ids, comma-separated")
+    what.add_argument("--experiment", metavar="ID", help="every run of a stored experiment (bench, reproduce)")
+    xp.add_argument("--traces", metavar="PATH", default=None,
+                    help="the trace file to read (default $HOPTRACE_HOME/traces.sqlite); opened read-only")
+
     ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
     ex.add_argument("--limit", type=int, default=50)
     ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
@@ -201,6 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--public", action="store_true", default=None,
                    help="public mode: each visitor sees only their own runs, caps on uploads, benchmarks and "
                         "LLM work, no server paths on the page (env HOPTRACE_PUBLIC=1; on in the Dockerfile)")
+    s.add_argument("--otlp", default=None, metavar="URL",
+                   help="send each new run's spans (OpenInference) to this OTLP/HTTP collector, e.g. Phoenix at "
+                        "http://127.0.0.1:6006, in the background (env HOPTRACE_OTLP_ENDPOINT)")
     _llm_args(s)
     return p
 
@@ -227,7 +243,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return {"build": cmd_build, "ask": cmd_ask, "bench": cmd_bench, "kb": cmd_kb, "serve": cmd_serve,
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
                 "record-showcase": cmd_record_showcase, "silver": cmd_silver, "experiments": cmd_experiments,
-                "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency, "soak": cmd_soak}[
+                "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency, "soak": cmd_soak,
+                "export": cmd_export}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -570,7 +587,40 @@ def _trace_store():
     store = TraceStore(default_path(), recover=True)
     if store.recovered:
         print(f"hoptrace: warning: {store.recovered}", file=sys.stderr)
+    url = os.environ.get("HOPTRACE_OTLP_ENDPOINT", "").strip()
+    if url:  # each run's spans as it is stored, as the app does; sent before the command exits
+        import atexit
+
+        from traces.otel_export import LiveExport
+
+        live = LiveExport(url)
+        store.on_saved.append(live.submit)
+        atexit.register(lambda: (live.flush(60.0), live.shutdown()))
     return store
+
+
+def cmd_export(args) -> int:
+    from traces.otel_export import JsonlFileExporter, check_reachable, endpoint_url, export_stored, otlp_exporter
+    from traces.store import TraceReader, default_path
+
+    where = endpoint_url(args.otlp) if args.otlp else args.file  # a malformed URL is named first
+    reader = TraceReader(args.traces or default_path())
+    try:
+        ids = reader.run_ids(runs=(args.runs or "").split(","), session=args.session, experiment=args.experiment)
+        if args.otlp:
+            check_reachable(where)
+            exporter = otlp_exporter(where)
+        else:
+            try:
+                exporter = JsonlFileExporter(Path(args.file))
+            except OSError as e:
+                raise InputError(f"cannot write {args.file}: {e.strerror}") from e
+        rep = export_stored(reader, ids, exporter, where)
+    finally:
+        reader.close()
+    print(f"exported {rep.runs} runs as {rep.spans} spans to {where} in {rep.seconds} s"
+          + (f"; {rep.failed_spans} spans were refused or lost" if rep.failed_spans else ""))
+    return 1 if rep.failed_spans else 0
 
 
 def cmd_experiments(args) -> int:
@@ -836,7 +886,7 @@ def cmd_serve(args) -> int:
     # The flags win over the environment (README's --llm table); parsed here so a bad spec
     # fails before the app starts.
     serve(host=args.host, port=args.port, llm_settings=LLMSettings.parse(args.llm, args.llm_model),
-          profile=args.profile, public=args.public)
+          profile=args.profile, public=args.public, otlp=args.otlp)
     return 0
 
 

@@ -124,6 +124,8 @@ class LLMCall:
     cached: bool = False
     error: Optional[str] = None
     purpose: str = ""                 # which step asked (e.g. "read", "reason", "read (repair)")
+    started_at: float = 0.0           # unix seconds (0 in runs stored before it was recorded)
+    params: dict = field(default_factory=dict)  # max_tokens, temperature, seed, schema: as sent
 
 
 @dataclass

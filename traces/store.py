@@ -97,7 +97,8 @@ class TraceStore:
         self._local = threading.local()
         self.recovered: Optional[str] = None
         # Called with (run id, session id, kb, run, gold) once a run is committed: the pruner
-        # (traces/retention.py) counts them. A listener that raises is ignored: storing comes first.
+        # (traces/retention.py) counts them, the live span export (traces/otel_export.py) sends
+        # them. A listener that raises is ignored: storing comes first.
         self.on_saved: list[Callable[[str, str, str, RunResult, list[str]], None]] = []
         if recover:
             why = check_file(self.path)
@@ -273,13 +274,7 @@ class TraceStore:
 
     def load_run(self, run_id: str) -> tuple[RunResult, dict[str, Any]]:
         """The run exactly as stored, plus its row (kb, gold, session, created_at)."""
-        row = self.db.execute("SELECT result, kb, gold, session_id, created_at, k FROM runs WHERE id = ?",
-                              [run_id]).fetchone()
-        if row is None:
-            raise InputError(f"no stored run with id {run_id!r}")
-        result, kb, gold, session_id, created_at, k = row
-        return RunResult.from_dict(json.loads(unpack(result))), {
-            "kb": kb, "gold": json.loads(gold), "session_id": session_id, "created_at": created_at, "k": k}
+        return read_run(self.db.conn, run_id)
 
     def session_runs(self, session_id: str) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at",
@@ -308,6 +303,86 @@ class TraceStore:
             run, info = self.load_run(rid)
             out.append({"id": rid, **info, "run": run.to_dict()})
         return json.dumps(out, indent=1, default=str)
+
+
+_RUN_ROW = "SELECT result, kb, gold, session_id, created_at, k FROM runs WHERE id = ?"
+
+
+def read_run(con, run_id: str) -> tuple[RunResult, dict[str, Any]]:
+    row = con.execute(_RUN_ROW, [run_id]).fetchone()
+    if row is None:
+        raise InputError(f"no stored run with id {run_id!r}")
+    result, kb, gold, session_id, created_at, k = row
+    return RunResult.from_dict(json.loads(unpack(result))), {
+        "kb": kb, "gold": json.loads(gold), "session_id": session_id, "created_at": created_at, "k": k}
+
+
+class TraceReader:
+    """A trace file opened read-only (`hoptrace export`): what it holds, never a write, and a clear
+    error when it is not a trace file of a schema this version reads."""
+
+    NEEDS = {"runs": {"id", "session_id", "kb", "gold", "result", "created_at", "k"}, "sessions": {"id"}}
+
+    def __init__(self, path: str | Path):
+        import sqlite3
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"trace file {self.path} does not exist")
+        try:
+            self.con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+            tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"{self.path} is not a HopTrace trace file ({e})") from e
+        for table, columns in self.NEEDS.items():
+            have = {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")} if table in tables else set()
+            if not have:
+                raise InputError(f"{self.path} is not a HopTrace trace file (no table {table!r})")
+            missing = sorted(columns - have)
+            if missing:
+                raise InputError(f"{self.path} is a trace file of an older schema (table {table!r} lacks "
+                                 f"{', '.join(missing)}); open it once with this version's app or CLI to upgrade it")
+        version = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            if "meta" in tables else None
+        if version and int(version[0]) > SCHEMA_VERSION:
+            raise InputError(f"{self.path} was written by a newer HopTrace (schema {version[0]}, this one reads "
+                             f"{SCHEMA_VERSION})")
+        self.tables = tables
+
+    def load_run(self, run_id: str) -> tuple[RunResult, dict[str, Any]]:
+        return read_run(self.con, run_id)
+
+    def run_ids(self, *, runs: Iterable[str] = (), session: Optional[str] = None,
+                experiment: Optional[str] = None) -> list[str]:
+        """The ids asked for, each checked to exist, in their stored order."""
+        if session:
+            ids = [r[0] for r in self.con.execute("SELECT id FROM runs WHERE session_id = ? ORDER BY created_at",
+                                                  [session])]
+            if not ids:
+                raise InputError(f"no session {session!r} with stored runs in {self.path.name}")
+            return ids
+        if experiment:
+            if "experiment_runs" not in self.tables:
+                raise InputError(f"{self.path.name} holds no experiments (a trace file from before them)")
+            full = [r[0] for r in self.con.execute("SELECT DISTINCT experiment_id FROM experiment_runs "
+                                                   "WHERE experiment_id LIKE ? || '%'", [experiment])]
+            if len(full) > 1:
+                raise InputError(f"experiment id {experiment!r} is ambiguous: give more of it")
+            ids = [r[0] for r in self.con.execute("SELECT run_id FROM experiment_runs WHERE experiment_id = ? "
+                                                  "ORDER BY seq", [full[0] if full else experiment])]
+            if not ids:
+                raise InputError(f"no experiment {experiment!r} with stored runs in {self.path.name}")
+            return ids
+        ids = [r.strip() for r in runs if r.strip()]
+        known = {r[0] for r in self.con.execute("SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(?))",
+                                                [json.dumps(ids)])}
+        unknown = [r for r in ids if r not in known]
+        if unknown:
+            raise InputError(f"no stored run with id {', '.join(map(repr, unknown))} in {self.path.name}")
+        return ids
+
+    def close(self) -> None:
+        self.con.close()
 
 
 class _Transaction:

@@ -387,6 +387,9 @@ def build(state: AppState) -> gr.Blocks:
                 return f"<span class='ht-err'>{render.esc(e)}</span>"
 
         app.load(backends_for, kb, backends)
+        if state.export is not None:  # a failing collector shows in the header at the next ask
+            for btn in (run_btn, live_btn):
+                btn.click(backends_for, kb, backends, queue=False, show_progress="hidden")
 
         def show(a, b):
             ids = [x.strip() for x in (a, b) if x and x.strip()]
@@ -610,8 +613,16 @@ def _backends_line(state: AppState, open_kb) -> str:
     # A trace file kept aside at start is said once, here: names only, never a directory.
     recovered = (f"\n\n<span class='ht-err' id='traces-recovered'>⚠ {render.esc(state.traces.recovered)}</span>"
                  if state.traces.recovered else "")
+    failing = state.export.status() if state.export is not None else None
+    exporting = (f"\n\n<span class='ht-err' id='export-failing'>⚠ {render.esc(_export_line(state, failing))}</span>"
+                 if failing else "")
     return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
-            f"{llm_methods} and the answer step{where}{recovered}")
+            f"{llm_methods} and the answer step{where}{recovered}{exporting}")
+
+
+def _export_line(state: AppState, status: str) -> str:
+    # The collector's URL is the operator's; a public page says only that export fails.
+    return status if state.public.show_paths else "span export is failing; runs are still stored"
 
 
 def _method_pickers(llm: str) -> list:
@@ -651,14 +662,16 @@ def _session_url(session_id: str) -> str:
 
 
 def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None,
-         public: bool | None = None) -> None:
+         public: bool | None = None, otlp: str | None = None) -> None:
     t0 = time.time()
     onnx_encoder.serving_mode()
     ensure_demo()
-    state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public))
+    state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public), otlp=otlp)
     state.start_llm()
     app = build(state)
     mode = "public mode (visitors kept apart, caps on)" if state.public.enabled else "local mode"
+    if state.export is not None:
+        mode += f", spans to {state.export.url}"
     print(f"HopTrace ready in {time.time() - t0:.1f} s, {mode} (KBs: {', '.join(state.kb_names())})", flush=True)
     serve(app, state, server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
           server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

@@ -35,7 +35,7 @@ class OpenKB:
 
 class AppState:
     def __init__(self, trace_path: Path | None = None, llm_settings: LLMSettings | None = None,
-                 profile: str | None = None, public: PublicLimits | None = None):
+                 profile: str | None = None, public: PublicLimits | None = None, otlp: str | None = None):
         self.public = public or PublicLimits.from_env()
         self.rate = RateLimiter(self.public.requests_per_minute)
         self.address_rate = RateLimiter(self.public.requests_per_minute_per_address, who="address")
@@ -49,6 +49,11 @@ class AppState:
         self.pruner = Pruner(self.traces, self.retention).start() if self.retention else None
         if self.traces.recovered:
             print(f"hoptrace: warning: {self.traces.recovered}", file=sys.stderr, flush=True)
+        # Live span export, only where the operator set it (the flag or the environment): nothing
+        # a visitor sends reaches this choice.
+        self.export = live_export(otlp)
+        if self.export is not None:
+            self.traces.on_saved.append(self.export.submit)
         self._kbs: dict[str, OpenKB] = {}
         self._checked: dict[str, tuple] = {}   # KB file name → ((size, mtime), problem or None)
         self._lock = threading.Lock()
@@ -170,3 +175,14 @@ class AppState:
         """After a rebuild, reopen the KB on next use."""
         with self._lock:
             self._kbs.pop(name, None)
+
+
+def live_export(flag: str | None):
+    """The live span exporter for `hoptrace serve --otlp URL` or HOPTRACE_OTLP_ENDPOINT, or None.
+    Imported only then: OpenTelemetry adds to the start of an app that does not export."""
+    url = flag or os.environ.get("HOPTRACE_OTLP_ENDPOINT", "").strip()
+    if not url:
+        return None
+    from traces.otel_export import LiveExport
+
+    return LiveExport(url)

@@ -81,12 +81,15 @@ class LLM:
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
         key = cache_key(self.model, messages, params)
         cached = self.cache.get(key) if self.cache is not None else None
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
+        sent = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
+                "json_schema": bool(schema)}
         if cached is None:
             try:
                 raw = self._send(stage, purpose, messages, schema, max_tokens, temperature, seed)
             except Exception as e:
-                self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, str(e))
+                self._record(stage, purpose, messages, "", 0, 0, (time.perf_counter() - t0) * 1000, False, str(e),
+                             started, sent)
                 raise
             latency = (time.perf_counter() - t0) * 1000
             t_in = raw.tokens_in if raw.tokens_in is not None else self.backend.count_tokens(render_prompt(messages))
@@ -94,10 +97,10 @@ class LLM:
             cached = CachedReply(raw.text, t_in, t_out, round(latency, 3))
             if self.cache is not None:
                 self.cache.put(key, self.model, {"messages": messages, **params}, cached)
-            self._record(stage, purpose, messages, raw.text, t_in, t_out, latency, False)
+            self._record(stage, purpose, messages, raw.text, t_in, t_out, latency, False, None, started, sent)
         else:
             self._record(stage, purpose, messages, cached.text, cached.tokens_in, cached.tokens_out,
-                         (time.perf_counter() - t0) * 1000, True)
+                         (time.perf_counter() - t0) * 1000, True, None, started, sent)
         return cached
 
     def _send(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
@@ -132,10 +135,11 @@ class LLM:
             with self._count_lock:
                 self._in_flight -= 1
 
-    def _record(self, stage, purpose, messages, text, t_in, t_out, latency, cached, error=None) -> None:
+    def _record(self, stage, purpose, messages, text, t_in, t_out, latency, cached, error=None,
+                started: float = 0.0, params: Optional[dict] = None) -> None:
         if stage is not None:
             stage.add_llm_call(LLMCall(self.model, render_prompt(messages), text, int(t_in), int(t_out),
-                                       round(latency, 3), cached, error, purpose))
+                                       round(latency, 3), cached, error, purpose, started, params or {}))
 
     # --- what methods call ----------------------------------------------------------------------
     def json(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: dict,

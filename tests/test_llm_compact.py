@@ -44,6 +44,7 @@ def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
 def test_the_real_model_writes_a_marked_answer_without_spaces_and_an_unmarked_one_as_before():
     from llama_cpp import Llama, llama_chat_format
 
+    from retrieval.llm import patches
     from retrieval.llm.models import model_file
 
     llm = Llama(str(model_file()), n_ctx=1024, n_threads=2, verbose=False)
@@ -58,8 +59,8 @@ def test_the_real_model_writes_a_marked_answer_without_spaces_and_an_unmarked_on
 
     original = llama_chat_format._grammar_for_json_schema
     try:
-        compact.install()
-        compact.install()  # idempotent
+        patches.install("compact_json")
+        patches.install("compact_json")  # idempotent
         tight, spaced = write(compact.mark(SCHEMA)), write(SCHEMA)
     finally:
         llama_chat_format._grammar_for_json_schema = original

@@ -73,7 +73,7 @@ def test_an_ended_reply_is_closed_at_the_end_of_the_match_and_a_whole_one_is_lef
 def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_before_it():
     from llama_cpp import Llama, llama_chat_format
 
-    from retrieval.llm import sampling
+    from retrieval.llm import patches
     from retrieval.llm.models import model_file
 
     llm = Llama(str(model_file()), n_ctx=2048, n_threads=2, verbose=False)
@@ -91,9 +91,8 @@ def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_b
 
     originals = (llama_chat_format._grammar_for_json_schema, Llama._init_sampler)
     try:
-        sampling.install()
-        early_stop.install()
-        early_stop.install()  # idempotent
+        patches.install("fast_sampler", "early_stop")
+        patches.install("early_stop")  # idempotent
         (full, n_full), (short, n_short) = write(compact.unmark(marked)), write(marked)
     finally:
         llama_chat_format._grammar_for_json_schema, Llama._init_sampler = originals

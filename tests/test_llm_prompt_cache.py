@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
     from llama_cpp import Llama
 
-    from retrieval.llm.child import slim_prompt_states
+    from retrieval.llm import patches
     from retrieval.llm.models import model_file
 
     path = str(model_file())
@@ -21,7 +21,7 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
     del fresh
 
     originals = Llama.save_state, Llama.load_state
-    slim_prompt_states()
+    patches.install("slim_states")
     try:
         _resume(Llama, path, shared, p2, want)
     finally:

@@ -16,7 +16,7 @@ SCHEMA = {"type": "object", "required": ["triples"], "properties": {"triples": {
 def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     from llama_cpp import Llama, LlamaGrammar
 
-    from retrieval.llm import sampling
+    from retrieval.llm import patches
     from retrieval.llm.backends import chatml
     from retrieval.llm.models import model_file
 
@@ -35,7 +35,7 @@ def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     assert write().lstrip().startswith("```")
     full = {rp: write(grammar=grammar, repeat_penalty=rp) for rp in (1.0, 1.1)}
     try:
-        sampling.install()
+        patches.install("fast_sampler")
         assert Llama._init_sampler is not original
         fast = {rp: write(grammar=grammar, repeat_penalty=rp) for rp in (1.0, 1.1)}
         # Temperature > 0 keeps the library's chain.

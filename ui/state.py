@@ -84,7 +84,10 @@ class AppState:
     def llm_line(self) -> str:
         if self.llm is None:
             return "none configured (GEAR runs as NaiveGE; GRIEVER and the baselines need none)"
-        return f"{self.llm.describe()} ({self.llm_status})"
+        health = self.llm.health()
+        if health.startswith("exited"):  # the model server died after it was ready: say so
+            return f"{self.llm.describe()} (server {health})"
+        return f"{self.llm.describe()} ({self.llm_status}{' · ' + health if health else ''})"
 
     def owner_filter(self, visitor: str) -> str | None:
         """Whose runs a visitor may list: their own in public mode, everyone's locally."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..paths import home
-from . import early_stop
-from .compact import unmark
+from . import early_stop, patches
+from .compact import mark as compact_mark, unmark
 from .errors import LLMCallError, LLMUnavailable
 from .settings import LLMSettings
 
@@ -142,6 +142,17 @@ def chatml(messages: list[dict]) -> str:
 SERVER_FLAGS = ("--logits_all", "False")
 
 
+def _cpu_flags() -> frozenset:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -168,6 +179,8 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         self.gguf = model_file(settings.model)
         self.port = _free_port()
         self.proc: Optional[subprocess.Popen] = None
+        self.log_path = home() / "llama_server.log"
+        self.checked = ""
         super().__init__(settings, base_url=f"http://127.0.0.1:{self.port}/v1",
                          label=f"embedded llama.cpp · {settings.model} ({MODELS[settings.model].hf_name})")
         self._format_mode = "llama_schema"
@@ -204,7 +217,9 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         return cmd
 
     def start(self, wait_s: float = 180.0) -> None:
-        log = open(home() / "llama_server.log", "ab")
+        self.log_path = home() / "llama_server.log"
+        log = open(self.log_path, "ab")
+        since = log.tell()  # the log is kept across starts; this start's lines begin here
         cmd = self.server_command()
         # glibc raises its mmap threshold each time a large block is freed, so the prompt cache's
         # states (10–200 MB, made and dropped all the time) end up on the heap, which it fragments:
@@ -216,12 +231,14 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         t0 = time.time()
         while time.time() - t0 < wait_s:
             if self.proc.poll() is not None:
-                raise LLMUnavailable(f"embedded llama.cpp server exited with code {self.proc.returncode}; "
-                                     f"see {home() / 'llama_server.log'}")
+                said = self._said_since(since)
+                raise LLMUnavailable(f"embedded llama.cpp server exited with code {self.proc.returncode}"
+                                     + (f": {said}" if said else "") + f"; see {self.log_path}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     pass
                 if self._ready():
+                    self.self_check()
                     return
             except OSError:
                 pass
@@ -237,6 +254,72 @@ class EmbeddedLlamaCpp(OpenAICompatible):
                 return r.status == 200
         except OSError:
             return False
+
+    def _said_since(self, offset: int) -> str:
+        """The child's own `hoptrace:` lines (a refusal names what changed) since `offset`."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("hoptrace: the embedded LLM server refuses"):
+                rest = [ln.strip() for ln in lines[i + 1:] if ln.startswith("  ")]
+                return "; ".join([line[len("hoptrace: "):], *rest])
+        return ""
+
+    def status(self) -> dict:
+        """The child's answer at patches.STATUS_PATH: version, build, patches in place, their use."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{patches.STATUS_PATH}", timeout=5) as r:
+            return json.loads(r.read())
+
+    def self_check(self) -> None:
+        """Right after start: the server is our child, of the pinned version and a build that runs
+        on this CPU, with every patch in place, and a grammar-constrained reply parses, written
+        by the fast sampler under a compact grammar. Stops the child and says what is wrong if not."""
+        import json
+
+        try:
+            before = self.status()
+            wrong = patches.status_problems(before, _cpu_flags())
+            if not wrong:
+                schema = compact_mark({"type": "object", "required": ["city"],
+                                       "properties": {"city": {"type": "string", "maxLength": 20}}})
+                raw = OpenAICompatible.complete(self, [{"role": "user", "content": 'Name the capital of France as JSON {"city": "..."}.'}],
+                                                max_tokens=16, temperature=0.0, seed=0, schema=schema)
+                try:
+                    value = json.loads(raw.text)
+                except ValueError:
+                    value = None
+                used = self.status().get("used", {})
+                if not isinstance(value, dict) or not isinstance(value.get("city"), str):
+                    wrong.append(f"a grammar-constrained reply did not parse: {raw.text[:80]!r}")
+                elif raw.text.strip() != json.dumps(value, separators=(",", ":"), ensure_ascii=False):
+                    wrong.append(f"a compact-marked reply came back with spaces: {raw.text[:80]!r}")
+                for counter in ("fast_sampler_replies", "compact_json_grammars"):
+                    if used.get(counter, 0) <= before.get("used", {}).get(counter, 0):
+                        wrong.append(f"the check's reply did not go through {counter.rsplit('_', 1)[0]}")
+        except (OSError, ValueError, LLMCallError) as e:
+            wrong = [f"its status could not be read ({e})"]
+        if wrong:
+            self.stop()
+            raise LLMUnavailable("embedded llama.cpp server failed its start-up check: " + "; ".join(wrong)
+                                 + f"; see {self.log_path}")
+        self.checked = f"llama-cpp-python {before['llama_cpp']}, {len(before['patches'])} patches checked"
+
+    def health(self) -> str:
+        """One line for the page header: the child's pid and state."""
+        if self.proc is None:
+            return "not started"
+        code = self.proc.poll()
+        if code is not None:
+            return f"exited with code {code}, its log kept in {self.log_path.name}"
+        return f"pid {self.proc.pid}, {self.checked or 'starting'}, log {self.log_path.name}"
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -1,7 +1,7 @@
 """Entry point of the embedded llama.cpp server's child process: the server, plus a watchdog
-that ends it as soon as its parent is gone, slim prompt-cache states and grammar sampling that
-checks the model's first choice before the whole vocabulary (sampling.py), and the schema marks
-of compact.py and early_stop.py.
+that ends it as soon as its parent is gone, and the patches of patches.py (slim prompt-cache
+states, below; fast grammar sampling; the schema marks; prompt-lookup drafts), each checked
+first: a child whose library changed refuses to start and says what changed.
 
 A child started with Popen outlives a parent that is killed (SIGKILL, a crash, or SIGTERM,
 which skips atexit handlers), keeping ~2 GB of memory and both cores busy. PR_SET_PDEATHSIG
@@ -27,8 +27,8 @@ def watch(parent: int, every_s: float = 0.5) -> None:
         time.sleep(every_s)
 
 
-def slim_prompt_states() -> None:
-    """Make the server's RAM prompt cache hold what it counts.
+def slim_save(self):
+    """Llama.save_state without the logits, so the server's RAM prompt cache holds what it counts.
 
     llama-cpp-python's save_state copies the logits of every prompt token (151,936 floats a
     token for Qwen2.5: ~180 MB for 300 tokens, ~600 MB for 1,000) into each cached state,
@@ -41,48 +41,49 @@ def slim_prompt_states() -> None:
 
     import numpy as np
     import llama_cpp
-    from llama_cpp.llama import Llama, LlamaState
+    from llama_cpp.llama import LlamaState
 
-    original_load = Llama.load_state
+    size = int(llama_cpp.llama_state_get_size(self._ctx.ctx))
+    buf = (ctypes.c_uint8 * size)()
+    n = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buf, size))
+    if n > size:
+        raise RuntimeError("Failed to copy llama state data")
+    return LlamaState(scores=np.zeros((0, self.scores.shape[1]), dtype=np.single),
+                      input_ids=self.input_ids.copy(), n_tokens=self.n_tokens,
+                      llama_state=ctypes.string_at(buf, n), llama_state_size=n, seed=self._seed)
 
-    def save_state(self: Llama) -> LlamaState:
-        size = int(llama_cpp.llama_state_get_size(self._ctx.ctx))
-        buf = (ctypes.c_uint8 * size)()
-        n = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buf, size))
-        if n > size:
-            raise RuntimeError("Failed to copy llama state data")
-        return LlamaState(scores=np.zeros((0, self.scores.shape[1]), dtype=np.single),
-                          input_ids=self.input_ids.copy(), n_tokens=self.n_tokens,
-                          llama_state=ctypes.string_at(buf, n), llama_state_size=n, seed=self._seed)
 
-    def load_state(self: Llama, state: LlamaState) -> None:
-        if state.scores.shape[0]:  # a full state (not ours): the library's own path
-            return original_load(self, state)
-        self.input_ids = state.input_ids.copy()
-        self.n_tokens = state.n_tokens
-        self._requires_eval = True  # generate() refreshes the logits before sampling
-        self._seed = state.seed
-        data = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
-        if llama_cpp.llama_state_set_data(self._ctx.ctx, data, state.llama_state_size) != state.llama_state_size:
-            raise RuntimeError("Failed to set llama state data")
+def slim_load(self, state) -> None:
+    """Llama.load_state for a state of slim_save's: no logits to restore."""
+    import ctypes
 
-    Llama.save_state = save_state
-    Llama.load_state = load_state
+    import llama_cpp
+
+    self.input_ids = state.input_ids.copy()
+    self.n_tokens = state.n_tokens
+    self._requires_eval = True  # generate() refreshes the logits before sampling
+    self._seed = state.seed
+    data = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+    if llama_cpp.llama_state_set_data(self._ctx.ctx, data, state.llama_state_size) != state.llama_state_size:
+        raise RuntimeError("Failed to set llama state data")
 
 
 def main() -> None:
     parent = int(sys.argv[1])
     threading.Thread(target=watch, args=(parent,), daemon=True, name="parent-watchdog").start()
-    slim_prompt_states()
-    from .sampling import install as fast_grammar_sampling
-    fast_grammar_sampling()
-    from .compact import install as compact_json_grammars
-    compact_json_grammars()
-    from .early_stop import install as early_stop_marks
-    early_stop_marks()  # after compact: its wrapper hands the rest of the schema to compact's
-    from .lookup import install as prompt_lookup_drafts
-    prompt_lookup_drafts()
-    from llama_cpp.server.__main__ import main as serve
+    from . import patches
+
+    try:
+        patches.apply()
+    except patches.PatchRefused as e:
+        # One line the app reads back from the log (backends.py), then the details.
+        print(f"hoptrace: {e}", file=sys.stderr, flush=True)
+        sys.exit(patches.REFUSED)
+    import llama_cpp
+
+    print(f"hoptrace: child {os.getpid()} of {parent}: llama-cpp-python {llama_cpp.__version__}, "
+          f"patches in place: {', '.join(n for n, on in patches.active().items() if on)}", file=sys.stderr, flush=True)
+    from llama_cpp.server.__main__ import main as serve  # after patches: it imports create_app by name
 
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]
     serve()

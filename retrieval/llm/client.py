@@ -73,6 +73,10 @@ class LLM:
     def describe(self) -> str:
         return self._backend.describe() if self._backend is not None else self.settings.describe()
 
+    def health(self) -> str:
+        """The backend's own state line (the embedded server's child: pid, checks, log), or ""."""
+        return getattr(self._backend, "health", lambda: "")() if self._backend is not None else ""
+
     # --- one request, cached ------------------------------------------------------------------
     def _complete(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
                   max_tokens: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> CachedReply:

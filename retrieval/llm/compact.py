@@ -6,13 +6,12 @@ values, which it does, copying the spaced examples it was shown. `{"a":["b","c"]
 fewer Qwen2.5 tokens than `{"a": ["b", "c"]}` for the one-read extraction (171 vs 205
 tokens on its worked example). A task opts in by marking its schema (`mark`); the embedded
 server's child process then builds that schema's grammar with the optional space removed
-(`install`), so the grammar itself holds the model to the compact form. An endpoint never
-sees the mark (`unmark`): its own decoding decides the spacing, and the parsed value is the
-same either way.
+(`compact_gbnf`, put in place by patches.py), so the grammar itself holds the model to the
+compact form. An endpoint never sees the mark (`unmark`): its own decoding decides the
+spacing, and the parsed value is the same either way.
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Optional
 
@@ -41,39 +40,3 @@ def compact_gbnf(grammar: str) -> str:
     if n != 1:
         raise ValueError("no single `space` rule in the grammar: llama.cpp's generator changed")
     return text
-
-
-def route_marked(key: str, build, tag: str) -> None:
-    """In the embedded server's process: a schema that carries the mark `key` gets its grammar
-    from `build(parsed_schema, inner, verbose, fallback_to_json)`; any other schema goes to the
-    builder installed before (llama-cpp-python's own, or another mark's). `tag` makes a second
-    install a no-op."""
-    from llama_cpp import llama_chat_format
-
-    inner = llama_chat_format._grammar_for_json_schema
-    if getattr(inner, tag, False):
-        return
-
-    def grammar_for_json_schema(schema: str, verbose: bool = False, fallback_to_json: bool = True):
-        try:
-            parsed = json.loads(schema)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict) or not parsed.get(key):
-            return inner(schema, verbose=verbose, fallback_to_json=fallback_to_json)
-        return build(parsed, inner, verbose, fallback_to_json)
-
-    setattr(grammar_for_json_schema, tag, True)
-    llama_chat_format._grammar_for_json_schema = grammar_for_json_schema
-
-
-def install() -> None:
-    """In the embedded server's process: build a marked schema's grammar without the optional
-    spaces; an unmarked schema gets llama-cpp-python's own grammar, unchanged."""
-    from llama_cpp import llama_grammar
-
-    def build(parsed: dict, inner, verbose: bool, fallback_to_json: bool):
-        text = llama_grammar.json_schema_to_gbnf(json.dumps(unmark(parsed)))
-        return llama_grammar.LlamaGrammar.from_string(compact_gbnf(text), verbose=verbose)
-
-    route_marked(MARK, build, "_hoptrace_compact")

@@ -6,7 +6,7 @@ search statement and keywords. One schema holds both shapes, so a DONE reply goe
 nothing. (Two schema alternatives would end it too, but they change what the model may write
 after the answer, and a prompt that shows both shapes changed its decisions: docs/profiles.md.)
 
-A task marks its schema with a pattern (`mark`). In the embedded server's process (`install`),
+A task marks its schema with a pattern (`mark`). In the embedded server's process (patches.py),
 once the reply written so far matches the pattern, the sampler ends the reply (sampling.py).
 Every token before that is the one the model writes without the mark: the same grammar and the
 same one-token decodes, so the same greedy choices. The token that completed the match may
@@ -72,17 +72,3 @@ def stop_watch(llama, grammar) -> Optional[StopWatch]:
     """A StopWatch for a grammar built from a marked schema, else None."""
     pattern = getattr(grammar, "_hoptrace_stop_after", None)
     return StopWatch(pattern, llama.detokenize, llama.token_eos()) if pattern else None
-
-
-def install() -> None:
-    """In the embedded server's process: a marked schema's grammar carries its pattern to the
-    sampler; the rest of the schema is built into a grammar as before (compact marks included)."""
-    from .compact import route_marked
-
-    def build(parsed: dict, inner, verbose: bool, fallback_to_json: bool):
-        rest = {k: v for k, v in parsed.items() if k != MARK}
-        grammar = inner(json.dumps(rest), verbose=verbose, fallback_to_json=fallback_to_json)
-        grammar._hoptrace_stop_after = parsed[MARK]
-        return grammar
-
-    route_marked(MARK, build, "_hoptrace_stop_after")

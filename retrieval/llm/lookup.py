@@ -20,8 +20,9 @@ suffix (up to `max_ngram` tokens), looking in the conversation after the system 
 name being copied continues from the passage or the reply itself.
 
 The library asks for logits of every token of every batch once a draft model is set (a
-prompt of 600 tokens then computes and copies 600 × 151,936 logits); `install` limits that to
-the draft-checking batches, the only ones whose logits are read.
+prompt of 600 tokens then computes and copies 600 × 151,936 logits); `eval_keeping_draft_logits`
+limits that to the draft-checking batches, the only ones whose logits are read. patches.py
+installs both in the server's child.
 """
 from __future__ import annotations
 
@@ -64,31 +65,23 @@ class PromptLookupDraft:
         return np.array([], dtype=np.intc)
 
 
-def install() -> None:
-    """Use PromptLookupDraft for the server's `--draft_model`, and keep logits only of the
-    batches that check drafts."""
-    import llama_cpp.llama_speculative as spec
-    from llama_cpp.llama import Llama
-
-    spec.LlamaPromptLookupDecoding = PromptLookupDraft
-    if getattr(Llama.eval, "_hoptrace_lookup", False):
-        return
-
-    def eval(self: Llama, tokens) -> None:
-        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
-        tokens = list(tokens)
-        for i in range(0, len(tokens), self.n_batch):
-            batch = tokens[i:i + self.n_batch]
-            n_past, n_tokens = self.n_tokens, len(batch)
-            last = i + self.n_batch >= len(tokens)
-            # Logits of every token only where drafts are checked; a long prompt needs its
-            # last token's alone (the samplers read llama.cpp's outputs by negative index).
-            every = self._logits_all and last and n_tokens <= _SMALL_BATCH
-            self._batch.set_batch(batch=batch, n_past=n_past, logits_all=every)
-            self._ctx.decode(self._batch)
-            self.input_ids[n_past:n_past + n_tokens] = batch
-            self.n_tokens += n_tokens
-            self._requires_eval = False
-
-    eval._hoptrace_lookup = True
-    Llama.eval = eval
+def eval_keeping_draft_logits(self, tokens) -> bool:
+    """Llama.eval as patches.py installs it: logits of every token only for the last batch of a
+    draft check; True when this call was one."""
+    self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+    tokens = list(tokens)
+    checked = False
+    for i in range(0, len(tokens), self.n_batch):
+        batch = tokens[i:i + self.n_batch]
+        n_past, n_tokens = self.n_tokens, len(batch)
+        last = i + self.n_batch >= len(tokens)
+        # Logits of every token only where drafts are checked; a long prompt needs its
+        # last token's alone (the samplers read llama.cpp's outputs by negative index).
+        every = self._logits_all and last and n_tokens <= _SMALL_BATCH
+        checked = checked or every
+        self._batch.set_batch(batch=batch, n_past=n_past, logits_all=every)
+        self._ctx.decode(self._batch)
+        self.input_ids[n_past:n_past + n_tokens] = batch
+        self.n_tokens += n_tokens
+        self._requires_eval = False
+    return checked

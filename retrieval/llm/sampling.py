@@ -10,7 +10,8 @@ llama.cpp's own sampler (common_sampler) avoids it the same way as below: take t
 first choice without the grammar, ask the grammar about that one token, and only when the
 grammar rejects it filter the whole vocabulary. Greedy decoding makes this exact: if the
 overall best token is allowed, it is also the best allowed token, so the output is the same
-token for token (tests/test_llm_sampling.py compares both on real replies). A schema with an
+token for token (tests/test_llm_sampling.py compares both on real replies). patches.py puts it
+in place of the library's sampler for greedy, grammar-constrained replies. A schema with an
 early-stop mark ends its reply sooner; the tokens before the end are the same (early_stop.py).
 """
 from __future__ import annotations
@@ -86,23 +87,3 @@ class GreedyGrammarSampler:
         if getattr(self, "_grammar", None):
             self._lib.llama_sampler_free(self._grammar)
             self._grammar = None
-
-
-def install() -> None:
-    """Route greedy, grammar-constrained sampling of every Llama in this process through
-    GreedyGrammarSampler; anything else (temperature > 0, logits processors) is unchanged."""
-    from llama_cpp.llama import Llama
-
-    if getattr(Llama._init_sampler, "_hoptrace_fast_grammar", False):
-        return
-    original = Llama._init_sampler
-
-    def init_sampler(self, *args, **kwargs):
-        grammar = kwargs.get("grammar")
-        if grammar is None or args or kwargs.get("temp", 0.8) != 0.0 or kwargs.get("logits_processor") is not None:
-            return original(self, *args, **kwargs)
-        chain = original(self, *args, **{**kwargs, "grammar": None})
-        return GreedyGrammarSampler(self, chain, grammar)
-
-    init_sampler._hoptrace_fast_grammar = True
-    Llama._init_sampler = init_sampler

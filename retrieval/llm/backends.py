@@ -267,7 +267,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         for i, line in enumerate(lines):
             if line.startswith("hoptrace: the embedded LLM server refuses"):
                 rest = [ln.strip() for ln in lines[i + 1:] if ln.startswith("  ")]
-                return "; ".join([line[len("hoptrace: "):], *rest])
+                return f"{line[len('hoptrace: '):]} {'; '.join(rest)}".strip()
         return ""
 
     def status(self) -> dict:

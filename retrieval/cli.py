@@ -513,11 +513,16 @@ def cmd_bench(args) -> int:
                                   f"the KB {args.kb}; it cannot be resumed")
             done = experiments.finished(exp)
             print(f"resuming experiment {exp.id}: {len(done)} runs stored, the rest run now", file=sys.stderr)
-            from traces.experiments import code_version
+            from traces.experiments import code_version, machine
             now = code_version()
             if now != exp.code_version:
                 print(f"note: the experiment started at code {exp.code_version}; its remaining runs are made by "
                       f"{now}", file=sys.stderr)
+            here = machine()
+            if exp.machine and here != exp.machine:
+                print(f"note: the experiment started on {exp.machine}; its remaining runs are made on {here}: "
+                      "their times and the LLM's replies at near-ties are not those of the first runs",
+                      file=sys.stderr)
         if not args.quiet:
             print(f"experiment {exp.id} (traces kept in {experiments.traces.path})", file=sys.stderr)
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
@@ -634,7 +639,7 @@ def cmd_experiments(args) -> int:
         print("no experiments stored yet: `hoptrace bench` or `hoptrace reproduce` make one")
         return 0
     for e in exps:
-        print(f"{e.describe()} · LLM {e.llm} · code {e.code_version}")
+        print(f"{e.describe()} · LLM {e.llm} · code {e.code_version}" + (f" · on {e.machine}" if e.machine else ""))
     return 0
 
 

@@ -153,9 +153,37 @@ def test_cli_bench_stores_an_experiment_and_compare_prints_it(small_kb, tmp_path
     listed = json.loads(capsys.readouterr().out)
     assert listed[0]["id"] == exp_id and listed[0]["status"] == "done"
     assert main(["compare", exp_id[:10], "--metric", "recall@2"]) == 0
-    assert "bm25 vs dense" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "bm25 vs dense" in out and " · on " in out  # the CPU it ran on, beside the code version
     # a finished experiment does not resume; an unknown one is named
     assert main(["bench", "--resume", exp_id]) == 2
     assert "finished already" in capsys.readouterr().err
     assert main(["compare", "ffffffffffff", "--metric", "recall@2"]) == 2
     assert "no experiment with id 'ffffffffffff'" in capsys.readouterr().err
+
+
+def test_an_experiment_records_its_machine_and_a_resume_elsewhere_says_so(small_kb, tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    from retrieval.cli import main
+    from traces.experiments import machine
+
+    here = machine()
+    assert "cores" in here
+    monkeypatch.setenv("HOPTRACE_TRACES", str(tmp_path / "m.sqlite"))
+    assert main(["bench", "--kb", str(small_kb), "--methods", "bm25", "--ks", "2", "--llm", "none", "--quiet"]) == 0
+    exp_id = capsys.readouterr().out.split("experiment ")[1].split(":")[0]
+    assert main(["experiments"]) == 0
+    assert f"· on {here}" in capsys.readouterr().out
+    # as if it had been cut short on another machine: its last run missing, still running
+    with sqlite3.connect(tmp_path / "m.sqlite") as con:
+        spec = json.loads(con.execute("select spec from experiments where id=?", (exp_id,)).fetchone()[0])
+        assert spec["machine"] == here
+        spec["machine"] = "Other CPU · 64 cores · avx512f"
+        con.execute("update experiments set spec=?, status='running', finished_at=null where id=?",
+                    (json.dumps(spec), exp_id))
+        con.execute("delete from experiment_runs where experiment_id=? and seq=(select max(seq) from experiment_runs "
+                    "where experiment_id=?)", (exp_id, exp_id))
+    assert main(["bench", "--resume", exp_id, "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: the experiment started on Other CPU · 64 cores · avx512f; its remaining runs are made on {here}" in err

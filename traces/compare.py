@@ -65,7 +65,7 @@ class Comparison:
     def to_json(self) -> dict:
         e = self.experiment
         return {"experiment": e.id, "kb": e.kb, "kb_fingerprint": e.kb_fingerprint, "llm": e.llm,
-                "code_version": e.code_version, "metric": self.metric, "questions": len(self.question_ids),
+                "code_version": e.code_version, "machine": e.machine, "metric": self.metric, "questions": len(self.question_ids),
                 "left_out": self.left_out, "correction": "holm" if len(self.pairs) > 1 else "none",
                 "alpha": ALPHA, "test": "paired randomization (scipy.stats.permutation_test, 10,000 resamples), "
                                         "two-sided; 95 % percentile bootstrap intervals",
@@ -137,7 +137,8 @@ def _p(p: float) -> str:
 
 def render_text(c: Comparison) -> str:
     e = c.experiment
-    lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · LLM {e.llm} · code {e.code_version}",
+    lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · LLM {e.llm} · code {e.code_version}"
+             + (f" · on {e.machine}" if e.machine else ""),
              f"{c.metric} on {len(c.question_ids)} questions"
              + (f" ({c.left_out} left out: not scored for every method)" if c.left_out else ""),
              "", f"{'':2} {'method':<24} {c.metric + ' [95 % CI]':<28} beats (p < {ALPHA}, "

@@ -513,12 +513,13 @@ def cmd_bench(args) -> int:
                                   f"the KB {args.kb}; it cannot be resumed")
             done = experiments.finished(exp)
             print(f"resuming experiment {exp.id}: {len(done)} runs stored, the rest run now", file=sys.stderr)
-            from traces.experiments import code_version, machine
+            from retrieval import cpu
+            from traces.experiments import code_version
             now = code_version()
             if now != exp.code_version:
                 print(f"note: the experiment started at code {exp.code_version}; its remaining runs are made by "
                       f"{now}", file=sys.stderr)
-            here = machine()
+            here = cpu.describe()
             if exp.machine and here != exp.machine:
                 print(f"note: the experiment started on {exp.machine}; its remaining runs are made on {here}: "
                       "their times and the LLM's replies at near-ties are not those of the first runs",
@@ -639,7 +640,7 @@ def cmd_experiments(args) -> int:
         print("no experiments stored yet: `hoptrace bench` or `hoptrace reproduce` make one")
         return 0
     for e in exps:
-        print(f"{e.describe()} · LLM {e.llm} · code {e.code_version}" + (f" · on {e.machine}" if e.machine else ""))
+        print(f"{e.describe()} · {e.provenance()}")
     return 0
 
 

@@ -166,9 +166,9 @@ def test_an_experiment_records_its_machine_and_a_resume_elsewhere_says_so(small_
     import sqlite3
 
     from retrieval.cli import main
-    from traces.experiments import machine
+    from retrieval import cpu
 
-    here = machine()
+    here = cpu.describe()
     assert "cores" in here
     monkeypatch.setenv("HOPTRACE_TRACES", str(tmp_path / "m.sqlite"))
     assert main(["bench", "--kb", str(small_kb), "--methods", "bm25", "--ks", "2", "--llm", "none", "--quiet"]) == 0

@@ -137,8 +137,7 @@ def _p(p: float) -> str:
 
 def render_text(c: Comparison) -> str:
     e = c.experiment
-    lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · LLM {e.llm} · code {e.code_version}"
-             + (f" · on {e.machine}" if e.machine else ""),
+    lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · {e.provenance()}",
              f"{c.metric} on {len(c.question_ids)} questions"
              + (f" ({c.left_out} left out: not scored for every method)" if c.left_out else ""),
              "", f"{'':2} {'method':<24} {c.metric + ' [95 % CI]':<28} beats (p < {ALPHA}, "

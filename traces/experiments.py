@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from retrieval import cpu
 from retrieval.bench.runner import QuestionResult
 from retrieval.errors import InputError
 from retrieval.gold import gold_presence
@@ -65,6 +66,10 @@ class Experiment:
         """The CPU it ran on ("" for experiments stored before this was recorded)."""
         return str(self.spec.get("machine", ""))
 
+    def provenance(self) -> str:
+        """What its figures depend on besides the KB: the LLM, the code and the CPU."""
+        return f"LLM {self.llm} · code {self.code_version}" + (f" · on {self.machine}" if self.machine else "")
+
     def metrics(self) -> list[str]:
         """What can be compared: rank metrics at each k, and em / f1 if the runs answered."""
         out = [f"{m}@{k}" for m in ("recall", "anyhit", "allhit") for k in self.ks]
@@ -89,29 +94,6 @@ def kb_fingerprint(store) -> str:
     blob = json.dumps({"counts": info.counts, "meta": info.meta, "embed": info.embed_model, "dim": info.embed_dim},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def machine() -> str:
-    """The CPU a run's times and greedy outputs belong to: its model, cores and widest vector unit.
-    The embedded model is built for the CPU it is set up on, and two builds round differently,
-    so the same code on another machine writes other replies at near-ties (docs/profiles.md)."""
-    model, flags = "", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                name, _, value = line.partition(":")
-                if name.strip() == "model name" and not model:
-                    model = value.strip()
-                elif name.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    import os
-    import platform
-
-    units = [u for u in ("amx_tile", "avx512f", "avx2") if u in flags]
-    return " · ".join(x for x in (model or platform.processor() or platform.machine(),
-                                  f"{os.cpu_count()} cores", units[0] if units else "") if x)
 
 
 def code_version() -> str:
@@ -159,7 +141,7 @@ class Experiments:
         if kind not in KINDS:
             raise ValueError(f"experiment kind {kind!r} not in {KINDS}")
         session = self.traces.new_session(kb, question=f"{kind} experiment", kind="experiment", owner=owner)
-        spec = {**spec, "machine": spec.get("machine") or machine()}
+        spec = {**spec, "machine": cpu.describe()}  # times and near-tie replies belong to it
         exp = Experiment(secrets.token_hex(16), time.time(), kind, kb, kb_fp, llm, code_version(), "running", owner,
                          session, len(spec.get("questions", [])), spec)
         with self.traces.transaction() as con:

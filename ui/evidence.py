@@ -78,8 +78,7 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
     c = cache.get(experiments, exp, metric)
     pair = c.pair(a, b) if a != b else None
     head = (f"<div class='ht-meta'>experiment <code>{render.esc(exp.id)}</code> · {render.esc(exp.kind)} · KB "
-            f"{render.esc(exp.kb)} · LLM {render.esc(exp.llm)} · code {render.esc(exp.code_version)} · "
-            + (f"on {render.esc(exp.machine)} · " if exp.machine else "") +
+            f"{render.esc(exp.kb)} · {render.esc(exp.provenance())} · "
             f"{len(c.question_ids)} questions · {render.esc(exp.status)} · link: "
             f"<a href='?experiment={render.esc(exp.id)}'>?experiment={render.esc(exp.id[:12])}…</a></div>")
     rows = "".join(

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .. import cpu
 from ..paths import home
 from . import early_stop, patches
 from .compact import mark as compact_mark, unmark
@@ -140,17 +141,6 @@ def chatml(messages: list[dict]) -> str:
 # instead of 14.1 s on 2 cores, and the server no longer keeps an n_ctx x vocabulary score
 # array (10 GB of address space at n_ctx 16,384, touched as long prompts come in).
 SERVER_FLAGS = ("--logits_all", "False")
-
-
-def _cpu_flags() -> frozenset:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
 
 
 def _free_port() -> int:
@@ -286,7 +276,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
         try:
             before = self.status()
-            wrong = patches.status_problems(before, _cpu_flags())
+            wrong = patches.status_problems(before, cpu.flags())
             if not wrong:
                 schema = compact_mark({"type": "object", "required": ["city"],
                                        "properties": {"city": {"type": "string", "maxLength": 20}}})

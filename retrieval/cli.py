@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--kb", default=None, help="KB name or path (default demo)")
     be.add_argument("--methods", default=None, help="comma-separated method names (required unless --resume)")
     be.add_argument("--questions", type=Path, help="questions file (default: the KB's own questions)")
+    be.add_argument("--question-set", default=None, metavar="NAME",
+                    help="a question set added with `hoptrace questions add` (with or without gold)")
     be.add_argument("--limit", type=int)
     be.add_argument("--protocol", default=None, choices=["per-k", "slice"],
                     help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
@@ -138,10 +140,18 @@ def _parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help="an experiment's methods compared question by question, with 95 %% "
                                         "intervals, paired randomization tests, and where each method lost the gold")
     cp.add_argument("experiment", help="experiment id (or a unique prefix of 6+ characters)")
-    cp.add_argument("--metric", default="recall@5", help="recall@K | anyhit@K | allhit@K | em | f1 (default recall@5)")
+    cp.add_argument("--metric", default="recall@5", help="recall@K | anyhit@K | allhit@K | em | f1 against gold, or "
+                    "ndcg@K | p@K | jrecall@K | judged@K against judgments (hoptrace judge) (default recall@5)")
+    cp.add_argument("--judges", default="person,llm,answer",
+                    help="judged metrics: whose grades, in the order a pair's grade is taken (default person,llm,answer)")
+    cp.add_argument("--rel", type=int, default=2, help="judged metrics: the grade counted relevant (default 2)")
     cp.add_argument("--methods", default=None, help="comma-separated subset of the experiment's methods")
     cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
     cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
+
+    from .cli_evidence import add_parsers as evidence_parsers
+
+    evidence_parsers(sub, _llm_args)
 
     rp = sub.add_parser("reproduce", help="a paper's tables on a KB: our figures beside the paper's, and its claims")
     rp.add_argument("paper", choices=["griever", "gear", "sag", "grasp"])
@@ -244,7 +254,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 "bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "reproduce": cmd_reproduce,
                 "record-showcase": cmd_record_showcase, "silver": cmd_silver, "experiments": cmd_experiments,
                 "compare": cmd_compare, "bench-concurrency": cmd_bench_concurrency, "soak": cmd_soak,
-                "export": cmd_export}[
+                "export": cmd_export, **_evidence_commands()}[
             args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)
@@ -252,6 +262,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("hoptrace: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+
+
+def _evidence_commands() -> dict:
+    from .cli_evidence import COMMANDS
+
+    return COMMANDS
 
 
 def cmd_build(args) -> int:
@@ -425,7 +441,7 @@ def cmd_ask(args) -> int:
 
 # What an experiment records of `hoptrace bench`'s arguments, and their defaults: a resume
 # compares the ones given again against these.
-BENCH_ARGS = {"kb": "demo", "methods": None, "questions": None, "limit": None, "protocol": "per-k", "ks": None,
+BENCH_ARGS = {"kb": "demo", "methods": None, "questions": None, "question_set": None, "limit": None, "protocol": "per-k", "ks": None,
               "answer": False, "difficulty_samples": 0, "pause_ms": 0.0, "llm": None, "llm_model": None,
               "profile": None}
 
@@ -479,13 +495,21 @@ def cmd_bench(args) -> int:
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; available: {', '.join(method_names())}")
+    if args.questions and args.question_set:
+        raise ConfigError("--questions and --question-set both name the questions; give one")
     if args.questions:
         # corpus order = rowid order, which 2Wiki's gold passage indices refer to
         questions = load_questions(args.questions, ctx.store.passages(ctx.store.all_passage_ids()))
+    elif args.question_set and args.question_set != "built-in":
+        from traces.questionsets import QuestionSets
+
+        sets = QuestionSets(_trace_store())
+        questions = sets.questions(sets.get(args.kb, args.question_set))
     else:
         questions = ctx.store.questions()
         if not questions:
-            raise ConfigError(f"KB {args.kb} has no questions; pass --questions FILE")
+            raise ConfigError(f"KB {args.kb} has no questions; add a set with `hoptrace questions add --kb "
+                              f"{args.kb} FILE --name NAME` and pass --question-set NAME, or pass --questions FILE")
     if args.limit:
         questions = questions[: args.limit]
     done = None
@@ -499,7 +523,9 @@ def cmd_bench(args) -> int:
             insts = {m: make_method(m, ctx) for m in methods}
             spec = {"methods": {m: method_spec(i, m, {}) for m, i in insts.items()}, "ks": list(ks),
                     "protocol": args.protocol, "plan": bench_plan(insts, ks, args.protocol),
-                    "questions": [question_record(q) for q in questions], "args": _bench_args(args)}
+                    "questions": [question_record(q) for q in questions], "args": _bench_args(args),
+                    "question_set": args.question_set or ("file " + args.questions.name if args.questions
+                                                          else "built-in")}
             exp = experiments.start("bench", args.kb, fp, ctx.llm.describe() if ctx.llm else "none", spec)
         else:
             if exp.kb_fingerprint != fp:
@@ -537,9 +563,12 @@ def cmd_bench(args) -> int:
     if exp is not None:
         experiments.finish(exp, res.to_json(include_per_question=False))
         n = len(experiments.entries(exp))
+        has_gold = any(q.gold_passage_ids for q in questions)
+        nxt = (f"hoptrace compare {exp.id[:12]} --metric recall@5" if has_gold else
+               f"no gold passages: recall and hit rates left out; hoptrace judge {exp.id[:12]} --depth 10 pools "
+               "and judges the runs, then hoptrace compare ... --metric ndcg@5")
         print(f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces, "
-              f"storing took {exp.store_seconds:.2f} s of the {res.seconds} s · "
-              f"hoptrace compare {exp.id[:12]} --metric recall@5")
+              f"storing took {exp.store_seconds:.2f} s of the {res.seconds} s · {nxt}")
     if args.json_out:
         out = args.json_out
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -651,7 +680,15 @@ def cmd_compare(args) -> int:
     experiments = Experiments(_trace_store())
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    cmp = compare(experiments, exp, args.metric, methods)
+    judged = None
+    from traces.judging.measures import is_judged_metric
+
+    if is_judged_metric(args.metric):
+        from traces.judging.service import judged_for
+
+        judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
+                            args.rel)
+    cmp = compare(experiments, exp, args.metric, methods, judged)
     print(render_text(cmp))
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

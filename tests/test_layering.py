@@ -1,6 +1,6 @@
 """The layers point one way: retrieval (the core) ← traces (storage and analysis) ← ui.
 
-The command line (retrieval/cli.py) is the one place that wires all three together, as an
+The command line (retrieval/cli.py and its evidence commands, retrieval/cli_evidence.py) is the one place that wires all three together, as an
 entry point does; nothing else in the core may import what sits above it, not even lazily
 inside a function.
 """
@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRY_POINTS = {ROOT / "retrieval" / "cli.py"}
+ENTRY_POINTS = {ROOT / "retrieval" / "cli.py", ROOT / "retrieval" / "cli_evidence.py"}
 
 
 def _imports(path: Path) -> set[str]:

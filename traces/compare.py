@@ -10,6 +10,7 @@ question type; and the per-question rows the app's drill-down lists.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -18,8 +19,10 @@ from typing import Optional, Sequence
 from retrieval.bench.metrics import RANK_METRICS, parse_metric, per_question_scores
 from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
 from retrieval.errors import InputError
+from retrieval.gold import gold_presence
 
 from .experiments import Experiment, Experiments
+from .judging.measures import is_judged_metric
 from .funnel import (Funnel, breakdown, breakdown_figure, entries_at, funnel, funnel_figure, losses, pick_k,
                      render_funnel)
 
@@ -39,6 +42,7 @@ class Comparison:
     by_type: dict = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)   # per question: text, hops, type, scores, run ids
     left_out: int = 0                                  # questions not scored for every method
+    judges: str = ""                                   # a judged metric: whose grades, and how they agree with gold
 
     def letter(self, method: str) -> str:
         return LETTERS[self.methods.index(method) % len(LETTERS)]
@@ -66,7 +70,7 @@ class Comparison:
         e = self.experiment
         return {"experiment": e.id, "kb": e.kb, "kb_fingerprint": e.kb_fingerprint, "llm": e.llm,
                 "code_version": e.code_version, "machine": e.machine, "metric": self.metric, "questions": len(self.question_ids),
-                "left_out": self.left_out, "correction": "holm" if len(self.pairs) > 1 else "none",
+                "left_out": self.left_out, "judges": self.judges or None, "correction": "holm" if len(self.pairs) > 1 else "none",
                 "alpha": ALPHA, "test": "paired randomization (scipy.stats.permutation_test, 10,000 resamples), "
                                         "two-sided; 95 % percentile bootstrap intervals",
                 "methods": {m: {**self.means[m].__dict__, "letter": self.letter(m), "beats": self.beats(m)}
@@ -76,13 +80,30 @@ class Comparison:
 
 
 def compare(experiments: Experiments, exp: Experiment, metric: str,
-            methods: Optional[Sequence[str]] = None) -> Comparison:
+            methods: Optional[Sequence[str]] = None, qrels: Optional[Judged] = None) -> Comparison:
     """A ConfigError / InputError names a metric the experiment did not record or a method it
-    does not hold; nothing is written."""
+    does not hold; nothing is written. A judged metric (ndcg@k, p@k, jrecall@k, judged@k) reads
+    `qrels` — the experiment's judgments — and the funnel then follows the judged-relevant
+    passages as it follows gold."""
+    if is_judged_metric(metric):
+        return _compare_judged(experiments, exp, metric, methods, qrels)
     name, k = parse_metric(metric)
+    if name in RANK_METRICS and not any(q.get("gold") for q in exp.questions):
+        raise InputError(f"experiment {exp.id[:12]}'s questions have no gold passages, so {metric} cannot be "
+                         f"measured; `hoptrace judge {exp.id[:12]}` pools and judges its runs, then compare with "
+                         "--metric ndcg@5, p@5, jrecall@5 or judged@5")
     if name in RANK_METRICS and exp.ks and k > max(exp.ks):
         raise InputError(f"experiment {exp.id[:12]} recorded rankings up to k = {max(exp.ks)} (ks "
                          f"{', '.join(map(str, exp.ks))}); {metric} was not measured")
+    entries, methods = _entries(experiments, exp, methods)
+    scores = per_question_scores([e["row"] for e in entries if e["method"] in methods], metric)
+    if name in ("em", "f1") and not any(scores.get(m) for m in methods):
+        raise InputError(f"experiment {exp.id[:12]} has no answers to score with {metric}; "
+                         "run the benchmark with --answer")
+    return _assemble(exp, metric, k, methods, entries, scores)
+
+
+def _entries(experiments: Experiments, exp: Experiment, methods: Optional[Sequence[str]]):
     entries = experiments.entries(exp)
     if not entries:
         raise InputError(f"experiment {exp.id[:12]} has no stored runs yet")
@@ -94,12 +115,57 @@ def compare(experiments: Experiments, exp: Experiment, metric: str,
                          f"{', '.join(held)}")
     if len(methods) != len(set(methods)):
         raise InputError("each method may be named once")
-    scores = per_question_scores([e["row"] for e in entries if e["method"] in methods], metric)
-    if name in ("em", "f1") and not any(scores.get(m) for m in methods):
-        raise InputError(f"experiment {exp.id[:12]} has no answers to score with {metric}; "
-                         "run the benchmark with --answer")
+    return entries, methods
+
+
+@dataclass
+class Judged:
+    """The judgments a judged comparison reads: qid → docid → grade, the grade counted relevant,
+    and a line naming the judges and their measured agreement."""
+    grades: dict[str, dict[str, int]]
+    rel: int = 2
+    judges: str = ""
+
+
+def _compare_judged(experiments: Experiments, exp: Experiment, metric: str, methods: Optional[Sequence[str]],
+                    qrels: Optional[Judged]) -> Comparison:
+    from .judging.measures import scores as judged_scores
+
+    if qrels is None or not qrels.grades:
+        raise InputError(f"experiment {exp.id[:12]} has no judgments yet; `hoptrace judge {exp.id[:12]}` pools "
+                         "its runs and judges them (or grade them in the app's Judge view)")
+    k = int(metric.partition("@")[2] or 0)
+    if exp.ks and k > max(exp.ks):
+        raise InputError(f"experiment {exp.id[:12]} recorded rankings up to k = {max(exp.ks)}; {metric} was "
+                         "not measured")
+    entries, methods = _entries(experiments, exp, methods)
+    fk = pick_k(k, exp.ks)
+    scores: dict[str, dict[str, float]] = {}
+    for m in methods:
+        ranked = {e["question_id"]: e["row"]["ranked"] for e in entries_at(entries, m, fk)}
+        got = judged_scores(ranked, qrels.grades, metric, qrels.rel)
+        scores[m] = {q: v for q, v in got.items() if not math.isnan(v)}
+    relevant = {q: {p for p, g in ps.items() if g >= qrels.rel} for q, ps in qrels.grades.items()}
+    # The funnel and the drill-down follow the judged-relevant passages as they follow gold.
+    judged_entries = [e for e in entries if e["method"] not in methods]
+    for m in methods:
+        for e in entries_at(entries, m, fk):
+            run, _ = experiments.traces.load_run(e["run_id"])
+            rel = sorted(relevant.get(e["question_id"], ()))
+            judged_entries.append({**e, "fates": gold_presence(run, rel) if rel else None})
+    c = _assemble(exp, metric, k, methods, judged_entries, scores)
+    c.judges = qrels.judges
+    return c
+
+
+def _assemble(exp: Experiment, metric: str, k: int, methods: list[str], entries: Sequence[dict],
+              scores: dict[str, dict[str, float]]) -> Comparison:
     order = [q["id"] for q in exp.questions]
     common = [q for q in order if all(q in scores.get(m, {}) for m in methods)]
+    if not common:
+        raise InputError(f"no question of experiment {exp.id[:12]} has {metric} for every method"
+                         + (" (a question needs a judged-relevant passage for ndcg and jrecall; judge more of the "
+                            "pool)" if is_judged_metric(metric) else ""))
     scored_any = {q for m in methods for q in scores.get(m, {})}
     means = {m: mean_interval([scores[m][q] for q in common]) for m in methods}
     pairs = [paired(a, [scores[a][q] for q in common], b, [scores[b][q] for q in common])
@@ -140,6 +206,7 @@ def render_text(c: Comparison) -> str:
     lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · {e.provenance()}",
              f"{c.metric} on {len(c.question_ids)} questions"
              + (f" ({c.left_out} left out: not scored for every method)" if c.left_out else ""),
+             *([f"judged: {c.judges}"] if c.judges else []),
              "", f"{'':2} {'method':<24} {c.metric + ' [95 % CI]':<28} beats (p < {ALPHA}, "
              + ("Holm-adjusted over " + str(len(c.pairs)) + " pairs)" if len(c.pairs) > 1 else "one pair)")]
     for m in c.methods:
@@ -157,8 +224,10 @@ def render_text(c: Comparison) -> str:
             lines.append(f"  {p.a + ' vs ' + p.b:<40} {p.mean_diff:+.3f} [{p.low:+.3f}, {p.high:+.3f}]"
                          f"{'':<4} {_p(p.p):>7} {adj:>7}  {p.wins:>3}/{p.ties:>3}/{p.losses:<3}  {word}")
     if c.funnels:
-        lines += ["", f"where the gold is lost (runs at k = {c.funnels[0].k}; held = share of all gold passages "
-                      "between the first and last stage that listed them):"]
+        what = "judged-relevant passages" if c.judges else "gold passages"
+        lines += ["", f"where the {'judged-relevant' if c.judges else 'gold'} passages are lost (runs at k = "
+                      f"{c.funnels[0].k}; held = share of all {what} between the first and last stage that listed "
+                      "them):"]
         for f in c.funnels:
             lines += [render_funnel(f), ""]
     for title, groups in (("hops", c.by_hops), ("type", c.by_type)):

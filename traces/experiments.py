@@ -85,7 +85,8 @@ class Experiment:
 
 
 def question_record(q: Question) -> dict:
-    return {"id": q.id, "text": q.text, "hops": q.hops, "type": q.type, "gold": list(q.gold_passage_ids)}
+    return {"id": q.id, "text": q.text, "hops": q.hops, "type": q.type, "gold": list(q.gold_passage_ids),
+            "answers": list(q.answers)}
 
 
 def kb_fingerprint(store) -> str:

@@ -18,16 +18,18 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from retrieval.bench.runner import run_bench
-from retrieval.errors import HopTraceError
+from retrieval.errors import HopTraceError, InputError
 from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
 from retrieval import onnx_encoder, showcase as showcase_mod
 from traces.experiments import Experiments, kb_fingerprint, method_spec, question_record
+from traces.questionsets import BUILT_IN, QuestionSets
 from traces.store import TraceStore
 
-from . import evidence, render
+from . import evidence, judge_tab, render
 from .ask import run_side_by_side, uses_llm
+from .judging import JUDGE_KEYS_JS
 from .picker import GROUPS, group_info
 from .public import LimitError, PublicLimits, new_visitor_id, visitor_message
 from .state import AppState
@@ -177,6 +179,8 @@ def build(state: AppState) -> gr.Blocks:
                     b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
                                                  label="Methods")
                     b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
+                    b_set = gr.Dropdown([BUILT_IN], value=BUILT_IN, label="Question set (Index tab adds yours)",
+                                        elem_id="bench-set", allow_custom_value=True)
                 b_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
                 b_table = gr.Dataframe(interactive=False, elem_id="bench-table")
                 with gr.Row():
@@ -216,13 +220,16 @@ def build(state: AppState) -> gr.Blocks:
                                       elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                                 "header to sort, a row to open both runs)")
 
+            j_pick = judge_tab.build_tab(state, experiments, visitor)
+
             with gr.Tab("Index", id="index"):
                 gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
                             "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
                             "and becomes a knowledge base you can ask.")
                 with gr.Row():
                     up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
-                    up_questions = gr.File(label="Questions JSON (optional)", file_types=[".json", ".gz"],
+                    up_questions = gr.File(label="Questions (optional): with gold (MuSiQue, HotpotQA, 2Wiki JSON) or "
+                                                 "without (.txt, .json, .csv)", file_types=[".json", ".gz", ".txt", ".csv"],
                                            elem_id="up-questions")
                     up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
                 with gr.Row():
@@ -232,6 +239,16 @@ def build(state: AppState) -> gr.Blocks:
                                                  "configured LLM (slow on CPU: ~30 s a passage)")
                 up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
                 up_log = gr.Markdown(elem_id="up-log")
+                gr.Markdown("**Your questions, no gold needed**: a `.txt` file (one question a line), a JSON list "
+                            "of strings or of `{id, question[, answer]}`, or a CSV with a `question` column, added "
+                            "as a question set to the knowledge base picked at the top. Bench it in the Benchmark "
+                            "tab, then pool and judge the runs in the Judge tab.")
+                with gr.Row():
+                    qs_file = gr.File(label="Questions (.txt, .json, .csv)", file_types=[".txt", ".json", ".csv"],
+                                      elem_id="qs-file")
+                    qs_name = gr.Textbox(label="Question set name", value="my_questions", elem_id="qs-name")
+                    qs_btn = gr.Button("Add questions", elem_id="qs-add")
+                qs_log = gr.Markdown(elem_id="qs-log")
 
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
@@ -327,6 +344,7 @@ def build(state: AppState) -> gr.Blocks:
         stage_click.change(lambda clicked: gr.update(value=clicked.split("\t")[0]) if clicked else gr.update(),
                            stage_click, graph_pick)
         app.load(None, js=render.STAGE_CLICK_JS)
+        app.load(None, js=JUDGE_KEYS_JS)
 
         def reopen(request: gr.Request):
             """`?session=ID` reopens a stored comparison exactly as it was."""
@@ -350,16 +368,18 @@ def build(state: AppState) -> gr.Blocks:
             eid = ((request.query_params.get("experiment") if request else None) or "").strip()
             mine = evidence.choices(experiments, state.owner_filter(who))
             if not eid:
-                return gr.update(), gr.update(choices=mine), gr.update()
+                return gr.update(), gr.update(choices=mine), gr.update(), gr.update(choices=mine)
             try:
                 exp = evidence.find(experiments, eid, state.owner_filter(who) if state.public.enabled else None)
             except HopTraceError:
                 if state.traces.was_pruned(eid):
-                    return gr.Tabs(selected="benchmark"), gr.update(choices=mine), _expired("experiment")
-                return gr.update(), gr.update(choices=mine), gr.update()
+                    return (gr.Tabs(selected="benchmark"), gr.update(choices=mine), _expired("experiment"),
+                            gr.update(choices=mine))
+                return gr.update(), gr.update(choices=mine), gr.update(), gr.update(choices=mine)
             if exp.id not in {v for _, v in mine}:
                 mine = [(exp.describe(), exp.id)] + mine
-            return gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id), gr.update()
+            return (gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id), gr.update(),
+                    gr.update(choices=mine, value=exp.id))
 
         # --- Traces ------------------------------------------------------------------------
         def list_runs(method, text, who):
@@ -377,7 +397,7 @@ def build(state: AppState) -> gr.Blocks:
 
         loaded = app.load(arrive, visitor, visitor)
         loaded.then(list_runs, [f_method, f_text, visitor], runs_table)
-        loaded.then(reopen_experiment, visitor, [tabs, e_pick, e_summary])
+        loaded.then(reopen_experiment, visitor, [tabs, e_pick, e_summary, j_pick])
         # In public mode the KBs this visitor built join the list; other visitors' never do.
         loaded.then(lambda who: gr.update(choices=state.kb_choices(who)), visitor, kb)
         def backends_for(name):
@@ -431,7 +451,49 @@ def build(state: AppState) -> gr.Blocks:
         export_btn.click(export, [export_ids, visitor], export_file)
 
         # --- Benchmark -----------------------------------------------------------------------
-        def bench(kb_name, chosen, limit, who, request: gr.Request, progress=gr.Progress()):
+        def judge_owner(who) -> str:
+            """Whose judgments and question sets: the visitor's in public mode, the one local user's otherwise."""
+            return (who or "") if state.public.enabled else ""
+
+        def set_questions(open_kb, set_name, who):
+            if not set_name or set_name == BUILT_IN:
+                if not open_kb.questions:
+                    raise gr.Error(f"KB {open_kb.name} has no questions of its own: add a question set in the Index "
+                                   "tab and pick it here")
+                return open_kb.questions
+            sets = QuestionSets(state.traces)
+            try:
+                return sets.questions(sets.get(open_kb.name, set_name, state.owner_filter(who)))
+            except HopTraceError as e:
+                raise gr.Error(str(e))
+
+        def set_choices(kb_name, who, value=None):
+            names = [BUILT_IN] + [s.name for s in QuestionSets(state.traces).list(kb_name, state.owner_filter(who))]
+            return gr.update(choices=names, value=value if value in names else BUILT_IN)
+
+        kb.change(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+        loaded_sets = app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+
+        def add_questions(kb_name, file, set_name, who, request: gr.Request):
+            from retrieval.corpus.plain import load_plain_questions
+            if file is None:
+                raise gr.Error("upload a questions file first")
+            try:
+                state.check_kb(kb_name, who)
+                state.throttle(who, request)
+                questions = load_plain_questions(Path(file))
+                qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
+                                                    owner=judge_owner(who))
+            except HopTraceError as e:
+                if not state.public.show_paths:
+                    raise gr.Error(visitor_message(str(e), {file: Path(file).name}))
+                raise gr.Error(str(e))
+            return (f"Added to **{render.esc(kb_name)}**: {render.esc(qs.describe())}. Pick it in the Benchmark "
+                    "tab's *Question set*.", set_choices(kb_name, who, qs.name))
+
+        qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set])
+
+        def bench(kb_name, chosen, limit, set_name, who, request: gr.Request, progress=gr.Progress()):
             if not chosen:
                 raise gr.Error("pick at least one method")
             try:
@@ -445,11 +507,10 @@ def build(state: AppState) -> gr.Blocks:
                 open_kb = state.kb(kb_name)
             except HopTraceError as e:
                 raise gr.Error(str(e))
-            questions = open_kb.questions[: max(1, int(limit or 1))]
-            if not questions:
-                raise gr.Error(f"KB {kb_name} has no questions with gold passages")
+            questions = set_questions(open_kb, set_name, who)[: max(1, int(limit or 1))]
             exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
-                                    {"methods": ",".join(chosen), "limit": int(limit or 1)})
+                                    {"methods": ",".join(chosen), "limit": int(limit or 1),
+                                     "question_set": set_name or BUILT_IN})
             try:
                 with state.llm_slot(request, list(chosen)):
                     res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
@@ -462,7 +523,8 @@ def build(state: AppState) -> gr.Blocks:
                 experiments.finish(exp, {}, status="failed")
                 raise
             experiments.finish(exp, res.to_json(include_per_question=False))
-            cols = ["recall@5", "recall@10", "anyhit@5", "latency_ms_p50", "tokens_per_question"]
+            cols = [c for c in ("recall@5", "recall@10", "anyhit@5") if any(c in r for r in res.methods.values())]
+            cols += ["latency_ms_p50", "tokens_per_question"]
             table = [[m] + [row.get(c) for c in cols] for m, row in res.methods.items()]
             return (gr.update(value=table, headers=["method"] + cols), _scatter(res, "latency_ms_p50"),
                     _scatter(res, "tokens_per_question"),
@@ -479,7 +541,7 @@ def build(state: AppState) -> gr.Blocks:
             return experiments.start(kind, open_kb.name, kb_fingerprint(open_kb.ctx.store), llm, spec,
                                      owner=who or "")
 
-        b_btn.click(bench, [kb, b_methods, b_limit, visitor], [b_table, b_plot_lat, b_plot_tok, e_pick],
+        b_btn.click(bench, [kb, b_methods, b_limit, b_set, visitor], [b_table, b_plot_lat, b_plot_tok, e_pick],
                     concurrency_limit=1, concurrency_id="bench")
 
         def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who, request: gr.Request):
@@ -526,31 +588,51 @@ def build(state: AppState) -> gr.Blocks:
         def show_experiment(exp_id, metric, a, b, who):
             """Fills the experiment's views; the method and metric pickers follow the experiment."""
             if not exp_id:
-                return (gr.update(),) * 9
+                return (gr.update(),) * 11
+            exp = None
             try:
                 exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-                metrics = exp.metrics()
-                metric = metric if metric in metrics else ("recall@5" if "recall@5" in metrics else metrics[0])
-                v = evidence.view(comparisons, experiments, exp, metric, a, b)
+                metrics = evidence.metrics(experiments, exp, judge_owner(who))
+                if not metrics:
+                    raise InputError(f"experiment {exp.id[:12]}'s questions have no gold: pool and judge its runs "
+                                     "in the Judge tab, then compare it here on the judgments")
+                metric = metric if metric in metrics else next(
+                    (m for m in ("recall@5", "ndcg@5") if m in metrics), metrics[0])
+                v = evidence.view(comparisons, experiments, exp, metric, a, b, judge_owner(who))
             except HopTraceError as e:
-                return (evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
+                return ((evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
+                        + (_judge_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who)))
+            # The header's KB follows the experiment, so the next Run asks the KB its runs came from.
             return (v.summary_html, v.means_fig, v.groups_fig, v.funnel_fig, gr.update(value=v.rows),
                     gr.update(choices=metrics, value=metric), gr.update(choices=exp.methods, value=v.a),
-                    gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id))
+                    gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id),
+                    _judge_pick(exp, who), _follow_kb(exp, who))
 
-        exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick]
+        def _judge_pick(exp, who):
+            mine = evidence.choices(experiments, state.owner_filter(who))
+            if exp.id not in {v for _, v in mine}:
+                mine = [(exp.describe(), exp.id)] + mine
+            return gr.update(choices=mine, value=exp.id)
+
+        def _follow_kb(exp, who):
+            if exp is None or exp.kb not in state.kb_names(who):
+                return gr.update()
+            return gr.update(value=exp.kb)
+
+        exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick, j_pick, kb]
         for trigger in (e_pick.input, e_metric.input, e_a.input, e_b.input):
             trigger(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
         e_pick.change(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
-        e_refresh.click(lambda who: gr.update(choices=evidence.choices(experiments, state.owner_filter(who))),
-                        visitor, e_pick)
+        e_refresh.click(lambda who: (gr.update(choices=evidence.choices(experiments, state.owner_filter(who))),) * 2,
+                        visitor, [e_pick, j_pick])
 
         def open_question(evt: gr.SelectData, exp_id, metric, a, b, who):
             """A row's two stored runs, exactly as stored (nothing re-runs), in the Ask tab's columns."""
             qid = str(evt.row_value[0]) if evt.row_value else ""
             try:
                 exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-                runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid)
+                runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid,
+                                                        judge_owner(who))
             except HopTraceError as e:
                 return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * (2 + len(pickers))
             choices = _graph_choices(runs)
@@ -584,9 +666,15 @@ def build(state: AppState) -> gr.Blocks:
                     raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
                 state.throttle(who, request)
                 plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
-                report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile else None,
-                                          plan.openie, name=name, progress=True, plan=plan,
+                # Questions without gold are read before the build (a bad file fails fast) and become a
+                # question set once it is done; a gold-format file goes into the KB as before.
+                plain = _plain_questions(Path(qfile)) if qfile else None
+                report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
+                                          else None, plan.openie, name=name, progress=True, plan=plan,
                                           max_passages=state.public.passage_cap())
+                added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
+                                                        Path(qfile).name, owner=judge_owner(who))
+                         if plain else None)
             except HopTraceError as e:
                 if not state.public.show_paths:  # name each file as the visitor named it
                     raise gr.Error(visitor_message(str(e), {f: Path(f).name for f in (corpus, qfile, openie) if f}))
@@ -597,6 +685,8 @@ def build(state: AppState) -> gr.Blocks:
             d = report.as_dict()
             msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
                    f"{d['questions']} questions, {d['seconds']} s. Pick it under *Knowledge base*.")
+            if added is not None:
+                msg += f" Question set added: {render.esc(added.describe())}."
             for run in report.llm:
                 msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens in / "
                         f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
@@ -605,6 +695,22 @@ def build(state: AppState) -> gr.Blocks:
         up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
                      concurrency_limit=1, concurrency_id="index")
     return app
+
+
+def _plain_questions(path: Path):
+    """The file's questions when it holds questions without gold (.txt, .csv, a plain JSON list), else
+    None: a MuSiQue / HotpotQA / 2Wiki file, read by the build with its gold."""
+    from retrieval.corpus.plain import is_plain_questions, load_plain_questions, plain_format
+    from retrieval.corpus.readers import read_json
+
+    try:
+        kind = plain_format(path)
+    except InputError:
+        kind = "json"   # a gold-format file with another name: the build reads it, or says why not
+    if kind != "json":
+        return load_plain_questions(path)
+    data = read_json(path)
+    return load_plain_questions(path, data) if is_plain_questions(data) else None
 
 
 def _backends_line(state: AppState, open_kb) -> str:

@@ -12,6 +12,9 @@ from retrieval.errors import HopTraceError, InputError
 from traces.compare import Comparison, compare, means_figure
 from traces.experiments import Experiment, Experiments
 from traces.funnel import breakdown_figure, funnel_figure
+from traces.judging.measures import is_judged_metric
+from traces.judging.qrels import Qrels
+from traces.judging.service import judged_for
 
 from . import render
 
@@ -29,7 +32,10 @@ class ComparisonCache:
         self._lock = threading.Lock()
         self.size = size
 
-    def get(self, experiments: Experiments, exp: Experiment, metric: str) -> Comparison:
+    def get(self, experiments: Experiments, exp: Experiment, metric: str, owner: str = "") -> Comparison:
+        if is_judged_metric(metric):
+            # Judgments change as a person grades: a judged comparison is computed afresh.
+            return compare(experiments, exp, metric, qrels=judged_for(experiments.traces, exp, owner))
         key = (exp.id, metric)
         with self._lock:
             if key in self._items:
@@ -70,17 +76,33 @@ def find(experiments: Experiments, exp_id: str, owner: Optional[str]) -> Experim
     return experiments.get(exp_id, owner=owner)
 
 
+JUDGED_METRICS = ["ndcg@5", "p@5", "jrecall@5", "judged@5", "ndcg@10", "p@10", "jrecall@10", "judged@10"]
+
+
+def metrics(experiments: Experiments, exp: Experiment, owner: str = "") -> list[str]:
+    """What the experiment can be compared on: its gold metrics where its questions have gold, and
+    the judged ones once it has judgments (against no more than the ks it ranked to)."""
+    has_gold = any(q.get("gold") for q in exp.questions)
+    out = [m for m in exp.metrics() if has_gold or m.split("@")[0] not in ("recall", "anyhit", "allhit")]
+    if Qrels(experiments.traces).counts(exp.id, owner):
+        top = max(exp.ks) if exp.ks else 10
+        out += [m for m in JUDGED_METRICS if int(m.split("@")[1]) <= top]
+    return out
+
+
 def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: Optional[str],
-         b: Optional[str]) -> ExperimentView:
+         b: Optional[str], owner: str = "") -> ExperimentView:
     methods = exp.methods or []
     a = a if a in methods else (methods[0] if methods else "")
     b = b if b in methods and b != a else next((m for m in reversed(methods) if m != a), a)
-    c = cache.get(experiments, exp, metric)
+    c = cache.get(experiments, exp, metric, owner)
     pair = c.pair(a, b) if a != b else None
     head = (f"<div class='ht-meta'>experiment <code>{render.esc(exp.id)}</code> · {render.esc(exp.kind)} · KB "
             f"{render.esc(exp.kb)} · {render.esc(exp.provenance())} · "
             f"{len(c.question_ids)} questions · {render.esc(exp.status)} · link: "
             f"<a href='?experiment={render.esc(exp.id)}'>?experiment={render.esc(exp.id[:12])}…</a></div>")
+    if c.judges:
+        head += f"<div class='ht-meta' id='exp-judges'>judged: {render.esc(c.judges)}</div>"
     rows = "".join(
         f"<tr><td>{c.letter(m)}</td><td>{render.esc(m)}</td><td>{c.means[m].fmt()}</td>"
         f"<td>{''.join(c.beats(m)) or '–'}</td></tr>" for m in c.methods)
@@ -126,9 +148,10 @@ def _lost(where: list[str]) -> str:
 
 
 def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: str, b: str,
-              question_id: str):
-    """The question's two stored runs, exactly as stored: ({label: run}, gold, question text, run ids)."""
-    c = cache.get(experiments, exp, metric)
+              question_id: str, owner: str = ""):
+    """The question's two stored runs, exactly as stored: ({label: run}, gold, question text, run ids).
+    On a judged metric the judged-relevant passages stand in for gold (starred, followed)."""
+    c = cache.get(experiments, exp, metric, owner)
     row = next((r for r in c.rows if r["question_id"] == question_id), None)
     if row is None:
         raise InputError(f"question {question_id!r} is not in experiment {exp.id[:12]}")
@@ -141,6 +164,9 @@ def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
         runs[m if a != b else f"{m} [{rid[:6]}]"] = run
         gold |= set(info["gold"])
         ids.append(rid)
+    if c.judges:
+        rel = judged_for(experiments.traces, exp, owner)
+        gold = {p for p, g in rel.grades.get(question_id, {}).items() if g >= rel.rel}
     return runs, gold, row["question"], ids
 
 

@@ -72,10 +72,12 @@ class LLMQueue:
         return max(float(len(self._tickets)), total - busy)
 
     @contextmanager
-    def admit(self, methods: Sequence[str], answer: bool = False, now: float | None = None) -> Iterator[float]:
-        """Admits a request with LLM work (yields the wait ahead of it), or raises BusyError."""
+    def admit(self, methods: Sequence[str], answer: bool = False, now: float | None = None,
+              extra_s: float = 0.0) -> Iterator[float]:
+        """Admits a request with LLM work (yields the wait ahead of it), or raises BusyError.
+        `extra_s`: LLM work besides methods (judging a pool), at its estimated seconds."""
         llm = [m for m in methods if uses_llm(m)]
-        work = sum(expected_s(m) for m in llm) + (ANSWER_S if answer else 0.0)
+        work = sum(expected_s(m) for m in llm) + (ANSWER_S if answer else 0.0) + extra_s
         if work <= 0:
             yield 0.0
             return
@@ -85,7 +87,7 @@ class LLMQueue:
             n = len(self._tickets)
             ahead = self._ahead(now)
             if n and ahead > self.max_wait_s:
-                names = ", ".join(llm) or "the answer step"
+                names = ", ".join(llm) or ("the LLM judge" if extra_s else "the answer step")
                 raise BusyError(
                     f"the model is busy: {n} request{'s' if n != 1 else ''} with LLM work ahead, about {ahead:.0f} s "
                     f"of it, and this demo queues at most {self.max_wait_s:.0f} s. Try again in a minute, or open "

@@ -33,6 +33,8 @@ class PublicLimits:
     max_upload_mb: int = 20
     max_passages: int = 2000          # a rules build of 2,000 passages takes ~1 min on 2 cores
     max_bench_questions: int = 20
+    # LLM judging of a pool (traces/judging/): pairs one request may send to the one model server.
+    max_judge_pairs: int = 60
     max_llm_methods: int = 2          # LLM methods in one request (each holds the one model server)
     llm_extraction: bool = False      # ~10–60 s a passage on the embedded model
     requests_per_minute: int = 6      # asks, benchmarks and builds of one visitor
@@ -63,6 +65,12 @@ class PublicLimits:
         if self.enabled and n_questions > self.max_bench_questions:
             raise LimitError(f"this public demo benchmarks at most {self.max_bench_questions} questions a run "
                              f"(asked for {n_questions}); run `hoptrace bench` locally for more")
+
+    def check_judge_pairs(self, n_pairs: int) -> None:
+        if self.enabled and n_pairs > self.max_judge_pairs:
+            raise LimitError(f"this public demo judges at most {self.max_judge_pairs} pooled pairs with the LLM a "
+                             f"request ({n_pairs} are left to judge); pool fewer methods or a smaller depth, grade "
+                             "them yourself, or run `hoptrace judge` locally")
 
     def check_extractor(self, extractor: str) -> None:
         if self.enabled and extractor == "llm" and not self.llm_extraction:

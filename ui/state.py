@@ -104,14 +104,15 @@ class AppState:
         return client_address(request, self.public.trust_proxy)
 
     @contextmanager
-    def llm_slot(self, request, methods: list[str], answer: bool = False):
+    def llm_slot(self, request, methods: list[str], answer: bool = False, extra_s: float = 0.0):
         """Held while a request's LLM work runs. In public mode one address may not queue up the
         one model server with several requests at once, and a request is refused at once when the
-        work admitted ahead of it would make it wait past the queue's bound (ui/llm_queue.py)."""
-        if not (self.public.enabled and (answer or any(uses_llm(m) for m in methods))):
+        work admitted ahead of it would make it wait past the queue's bound (ui/llm_queue.py).
+        `extra_s`: LLM work that is no method's (judging a pool), at its estimated seconds."""
+        if not (self.public.enabled and (answer or extra_s or any(uses_llm(m) for m in methods))):
             yield
             return
-        with self.live_llm.hold(self.address(request)), self.llm_queue.admit(methods, answer):
+        with self.live_llm.hold(self.address(request)), self.llm_queue.admit(methods, answer, extra_s=extra_s):
             yield
 
     def kb_names(self, visitor: str | None = None) -> list[str]:

@@ -90,6 +90,8 @@ def _retrieval_latency(rows: Sequence[QuestionResult], q: float) -> Optional[flo
 def summarise(rows_by_k: dict[int, list[QuestionResult]]) -> dict:
     out: dict = {}
     for k, rows in rows_by_k.items():
+        if not any(r.gold for r in rows):
+            continue   # questions without gold: the gold measures are left out, not 0 (hoptrace judge)
         out[f"recall@{k}"] = _mean([recall_at(r.ranked, r.gold, k) for r in rows])
         out[f"anyhit@{k}"] = _mean([anyhit_at(r.ranked, r.gold, k) for r in rows])
         out[f"allhit@{k}"] = _mean([allhit_at(r.ranked, r.gold, k) for r in rows])

@@ -537,3 +537,73 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
         _run(page, {"bm25"})
         assert page.locator("#columns .ht-col[data-method='bm25'] table.ht-ranking").count() == 1
         browser.close()
+
+
+def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(page, tmp_path, shots):
+    """A new user's path: plain questions added to a KB, benched, the runs pooled and graded in the
+    Judge view (keys and buttons; methods and automatic grades hidden until graded), then two
+    methods compared on the judgments."""
+    import json
+
+    from retrieval.paths import kb_dir
+    from retrieval.store import open_store
+
+    store = open_store(str(kb_dir() / "demo.sqlite"))
+    mine = [{"id": f"u{i}", "question": q.text, "answer": q.answers[0]} for i, q in enumerate(store.questions()[:3])]
+    (tmp_path / "mine.json").write_text(json.dumps(mine))
+    page.get_by_role("tab", name="Index").click()
+    page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "mine.json"))
+    page.fill("#qs-name textarea, #qs-name input", "mine")
+    page.click("#qs-add")
+    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+    assert "mine · 3 questions · no gold, 3 with answers" in page.locator("#qs-log").inner_text()
+    page.get_by_role("tab", name="Benchmark").click()
+    assert page.locator("#bench-set input").input_value() == "mine"
+    page.fill("#bench-limit input", "3")
+    page.click("#bench-run")
+    page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('griever')", timeout=180_000)
+    table = page.locator("#bench-table").inner_text()
+    assert "recall@5" not in table and "latency_ms_p50" in table      # no gold: left out, not 0
+    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('no gold')", timeout=60_000)
+    # the Judge tab: pool at depth 3 with the answer rule, then grade by hand
+    page.get_by_role("tab", name="Judge").click()
+    page.fill("#judge-depth input", "3")
+    page.locator("#judge-auto input").click()
+    page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
+    page.click("#judge-go")
+    page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
+    page.wait_for_selector("#judge-passage", timeout=30_000)
+    progress = page.locator("#judge-progress").inner_text()
+    assert progress.startswith("0 / ")
+    total = int(progress.split("/")[1].split()[0])
+    assert page.locator("#judge-hidden").count() == 1 and page.locator("#judge-reveal").count() == 0
+    assert "retrieved by" not in page.locator("#judge-pair").inner_text()
+    page.screenshot(path=str(shots / "judge-before.png"), full_page=True)
+    first = page.locator("#judge-passage").inner_text()
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("2")
+    page.wait_for_function(f"document.querySelector('#judge-progress').innerText.startsWith('1 / {total}')",
+                           timeout=30_000)
+    last = page.locator("#judge-last").inner_text()
+    assert "your grade 2" in last and "retrieved by" in last and "the answer rule: grade" in last
+    page.click("#judge-g3")
+    page.wait_for_function(f"document.querySelector('#judge-progress').innerText.startsWith('2 / {total}')",
+                           timeout=30_000)
+    page.click("#judge-skip")
+    page.click("#judge-back")
+    page.click("#judge-back")
+    page.wait_for_function("document.querySelector('#judge-reveal') !== null", timeout=30_000)
+    assert "your grade 3" in page.locator("#judge-reveal").inner_text()
+    page.screenshot(path=str(shots / "judge-after.png"), full_page=True)
+    page.click("#judge-back")
+    page.wait_for_function("document.querySelector('#judge-passage').innerText === "
+                           f"{first!r}", timeout=30_000)
+    # compare on the judgments
+    page.get_by_role("tab", name="Benchmark").click()
+    page.locator("#exp-metric input").click()
+    page.get_by_role("option", name="ndcg@5").click()
+    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('judged:')", timeout=60_000)
+    summary = page.locator("#exp-summary").inner_text()
+    assert "ndcg@5 [95 % CI]" in summary and "2 pairs by a person" in summary and "answer rule" in summary
+    page.screenshot(path=str(shots / "judge-compare.png"), full_page=True)

@@ -1,0 +1,136 @@
+"""The Judge view: a person grades an experiment's pooled passages one at a time, 0–3.
+
+Which methods retrieved a passage, and the LLM's or the rule's grade, stay hidden until the
+person has graded it, so neither biases them; after a grade they show for that passage. A
+person's grade is stored as their own judgment (a public visitor's belong to that visitor) and
+overrides the automatic judges' in every judged measure. No Gradio here: ui/judge_tab.py wires it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from retrieval.errors import InputError
+from traces.experiments import Experiment, Experiments
+from traces.judging.pool import Pool, Pools
+from traces.judging.qrels import GRADES, Judgment, Qrels
+
+from . import render
+
+
+@dataclass
+class Cursor:
+    """Where a person is in an experiment's pool (kept in the page's state)."""
+    experiment_id: str = ""
+    pos: int = 0
+    last: Optional[int] = None   # the pair graded just before, whose reveal shows under the next one
+
+    def to_state(self) -> dict:
+        return {"experiment_id": self.experiment_id, "pos": self.pos, "last": self.last}
+
+    @classmethod
+    def from_state(cls, d: Optional[dict]) -> "Cursor":
+        d = d or {}
+        return cls(d.get("experiment_id", ""), int(d.get("pos") or 0), d.get("last"))
+
+
+class JudgeDesk:
+    """An experiment's pool, the person's grades so far, and the automatic judges' (hidden until graded)."""
+
+    def __init__(self, experiments: Experiments, exp: Experiment, owner: str = ""):
+        self.exp, self.owner = exp, owner
+        self.qrels = Qrels(experiments.traces)
+        pool: Optional[Pool] = Pools(experiments).get(exp.id)
+        if pool is None or not pool.pairs:
+            raise InputError(f"experiment {exp.id[:12]} has no pool yet: pool it above (depth 5 or 10), or run "
+                             f"`hoptrace judge {exp.id[:12]}`")
+        self.pool = pool
+        self.questions = {q["id"]: q for q in exp.questions}
+
+    def person_grades(self) -> dict[tuple[str, str], int]:
+        return {(j.question_id, j.passage_id): j.grade for j in self.qrels.all(self.exp.id, self.owner, "person", "ok")}
+
+    def first_unjudged(self, start: int = 0) -> int:
+        done = self.person_grades()
+        n = len(self.pool.pairs)
+        for i in list(range(start, n)) + list(range(0, start)):
+            p = self.pool.pairs[i]
+            if (p.question_id, p.passage_id) not in done:
+                return i
+        return min(start, n - 1)
+
+    def grade(self, pos: int, grade: int) -> None:
+        if grade not in GRADES:
+            raise InputError(f"grade {grade!r} is outside 0–3")
+        p = self.pool.pairs[pos]
+        self.qrels.put(self.exp.id, [Judgment(p.question_id, p.passage_id, grade, "person", "person",
+                                              "judge view", time.time(), owner=self.owner)])
+
+    def progress(self) -> str:
+        done = self.person_grades()
+        n = len(self.pool.pairs)
+        return f"{sum((p.question_id, p.passage_id) in done for p in self.pool.pairs)} / {n} judged"
+
+    def automatic(self, question_id: str, passage_id: str) -> list[Judgment]:
+        """The automatic judges' judgments of a pair (shown only after the person's grade)."""
+        return [j for j in self.qrels.all(self.exp.id, self.owner) if j.source != "person"
+                and (j.question_id, j.passage_id) == (question_id, passage_id)]
+
+    # --- rendering --------------------------------------------------------------------------
+    def pair_html(self, pos: int, passages: dict) -> str:
+        p = self.pool.pairs[pos]
+        q = self.questions.get(p.question_id, {})
+        doc = passages.get(p.passage_id)
+        title, text = (doc.title, doc.text) if doc else (p.passage_id, "(this passage is no longer in the KB)")
+        mine = self.person_grades().get((p.question_id, p.passage_id))
+        n_q = len(self.pool.by_question())
+        q_index = list(self.pool.by_question()).index(p.question_id) + 1
+        head = (f"<div class='ht-meta' id='judge-where'>pair {pos + 1} of {len(self.pool.pairs)} · question {q_index} "
+                f"of {n_q} ({render.esc(p.question_id)}) · pool depth {self.pool.depth}</div>")
+        body = (f"<div id='judge-question'><b>Question</b>: {render.esc(q.get('text', ''))}</div>"
+                f"<div id='judge-passage' class='ht-passage'><b>{render.esc(title)}</b><br>{render.esc(text)}</div>")
+        reveal = self.reveal_html(pos) if mine is not None else (
+            "<div class='ht-meta' id='judge-hidden'>Which methods retrieved it, and the automatic judges' grades, "
+            "show once you grade it.</div>")
+        return f"<style>{render.CSS}{_CSS}</style>{head}{body}{reveal}"
+
+    def reveal_html(self, pos: int, label: str = "this passage") -> str:
+        p = self.pool.pairs[pos]
+        mine = self.person_grades().get((p.question_id, p.passage_id))
+        ranks = ", ".join(f"{render.esc(m)} #{r}" for m, r in sorted(p.ranks.items(), key=lambda kv: kv[1]))
+        auto = self.automatic(p.question_id, p.passage_id)
+        auto_txt = "; ".join(
+            (f"{'the answer rule' if j.source == 'answer' else 'LLM ' + render.esc(j.judge)}: "
+             + (f"grade {j.grade}" if j.status == "ok" else f"failed ({render.esc(j.reason[:80])})"))
+            for j in auto) or "no automatic judge has graded it"
+        gold = set(self.questions.get(p.question_id, {}).get("gold") or [])
+        gold_txt = (" · <b>gold</b>: " + ("a supporting passage" if p.passage_id in gold else "not a supporting "
+                                          "passage")) if gold else ""
+        yours = f"your grade <b>{mine}</b> ({render.esc(GRADES[mine])})" if mine is not None else "not graded by you"
+        return (f"<div class='ht-reveal' id='judge-reveal'>{render.esc(label)}: {yours} · retrieved by {ranks} · "
+                f"{auto_txt}{gold_txt}</div>")
+
+
+_CSS = """
+#judge-question{font-size:1.05em;margin:.4em 0}
+.ht-passage{border:1px solid #cbd5e1;border-radius:6px;padding:.6em .8em;margin:.4em 0;white-space:pre-wrap}
+.ht-reveal{background:#f1f5f9;border-radius:6px;padding:.4em .6em;margin:.3em 0;font-size:.92em}
+"""
+
+# Keys 0–3 grade, s skips, b goes back — while the Judge tab shows a pair and no text box has the focus.
+JUDGE_KEYS_JS = """() => {
+  document.addEventListener('keydown', (e) => {
+    const pair = document.querySelector('#judge-passage');
+    if (!pair || pair.offsetParent === null) return;
+    const t = e.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const ids = {'0': 'judge-g0', '1': 'judge-g1', '2': 'judge-g2', '3': 'judge-g3', 's': 'judge-skip',
+                 'b': 'judge-back'};
+    const id = ids[e.key];
+    if (!id) return;
+    const btn = document.getElementById(id);
+    if (btn) { e.preventDefault(); btn.click(); }
+  });
+}"""

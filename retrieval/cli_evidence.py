@@ -141,7 +141,7 @@ def cmd_judge(args) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     judge = args.judge or validity.default_judge(args.llm)
     if args.judge is None:
-        print(f"judge: {judge} (the default: {validity.why_default(args.llm)})", file=sys.stderr)
+        print(f"judge: {judge} (the default. {validity.why_default(args.llm)})", file=sys.stderr)
     if judge == "llm":
         ctx = _context(exp.kb, args, **({"concurrency": max(args.concurrency, 4)} if args.concurrency > 1 else {}))
         if ctx.llm is None:

@@ -68,3 +68,65 @@ def test_serve_flags_reach_the_app(monkeypatch):
     seen.clear()
     assert main(["serve", "--llm", "none"]) == 0
     assert seen["public"] is None  # then HOPTRACE_PUBLIC decides (ui/public.py)
+
+
+def test_questions_without_gold_bench_judge_qrels_and_compare_from_the_cli(small_kb, small_store, tmp_path, capsys):
+    import re
+
+    from traces.judging.qrels import Qrels
+    from traces.store import TraceStore, default_path
+
+    kb = str(small_kb)
+    mine = [{"id": f"c{i}", "question": q.text, "answer": q.answers[0]} for i, q in enumerate(small_store.questions())]
+    (tmp_path / "mine.json").write_text(json.dumps(mine))
+    assert main(["questions", "add", "--kb", kb, str(tmp_path / "mine.json"), "--name", "cli-set"]) == 0
+    assert "cli-set · 4 questions · no gold, 4 with answers" in capsys.readouterr().out
+    # bad files: each names its problem, and the KB's sets stay as they were
+    (tmp_path / "empty.txt").write_text("\n")
+    (tmp_path / "dup.json").write_text(json.dumps([{"id": "a", "question": "x?"}, {"id": "a", "question": "y?"}]))
+    (tmp_path / "blank.csv").write_text("question\n   \n")
+    for f, problem in [("empty.txt", "no questions in the file"), ("dup.json", "duplicate id 'a'"),
+                       ("blank.csv", "line 2: the question is empty")]:
+        assert main(["questions", "add", "--kb", kb, str(tmp_path / f), "--name", "bad"]) == 2
+        assert problem in capsys.readouterr().err
+    assert main(["questions", "add", "--kb", kb, str(tmp_path / "mine.json"), "--name", "cli-set"]) == 2
+    assert "already has a question set named 'cli-set'" in capsys.readouterr().err
+    assert main(["questions", "list", "--kb", kb]) == 0
+    listed = capsys.readouterr().out
+    assert "built-in · 4 questions · with gold" in listed and listed.count("cli-set") == 1 and "bad" not in listed
+
+    assert main(["bench", "--kb", kb, "--question-set", "cli-set", "--methods", "bm25,dense", "--ks", "5",
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "recall@5" not in out and "no gold passages" in out
+    exp = re.search(r"experiment ([0-9a-f]{32}):", out).group(1)
+    assert main(["compare", exp, "--metric", "recall@5"]) == 2
+    assert "have no gold passages" in capsys.readouterr().err
+
+    assert main(["judge", exp, "--depth", "5"]) == 0
+    got = capsys.readouterr()
+    assert "judge: answer (the default." in got.err and "pool: depth 5 of bm25, dense · 4 questions" in got.out
+    qrels = Qrels(TraceStore(default_path()))
+    before = qrels.counts(exp)
+    # an endpoint that does not answer: named, nothing judged or stored
+    assert main(["judge", exp, "--depth", "5", "--judge", "llm", "--llm", "http://127.0.0.1:9/v1",
+                 "--llm-model", "m"]) == 2
+    assert "does not answer" in capsys.readouterr().err
+    assert qrels.counts(exp) == before
+
+    assert main(["qrels", "export", exp, str(tmp_path / "out.qrels")]) == 0
+    lines = (tmp_path / "out.qrels").read_text().splitlines()
+    assert lines and all(len(x.split()) == 4 for x in lines)
+    q, _, p, _ = lines[0].split()
+    for text, problem in [(f"nope 0 {p} 2\n", "unknown question 'nope'"), (f"{q} 0 nope 2\n", "unknown passage"),
+                          (f"{q} 0 {p} 9\n", "grade 9 is outside 0–3")]:
+        (tmp_path / "bad.qrels").write_text(text)
+        assert main(["qrels", "import", exp, str(tmp_path / "bad.qrels")]) == 2
+        assert problem in capsys.readouterr().err
+    assert qrels.counts(exp) == before
+    (tmp_path / "mine.qrels").write_text(f"{q} 0 {p} 3\n")
+    assert main(["qrels", "import", exp, str(tmp_path / "mine.qrels")]) == 0
+    assert qrels.counts(exp)["person"] == {"ok": 1, "failed": 0}
+    assert main(["compare", exp, "--metric", "ndcg@5"]) == 0
+    out = capsys.readouterr().out
+    assert "ndcg@5 on" in out and "judged: 1 pairs by a person (the reference)" in out and "answer rule" in out

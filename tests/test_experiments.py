@@ -104,7 +104,8 @@ def test_compare_reads_an_experiment_and_names_bad_input(ctx, tmp_path):
     assert json.loads(json.dumps(c.to_json(), default=str))["correction"] == "holm"
 
     before = exps.traces.path.read_bytes()
-    for bad, message in (("recall@50", "up to k = 5"), ("em", "no answers"), ("ndcg@5", "unknown metric")):
+    for bad, message in (("recall@50", "up to k = 5"), ("em", "no answers"), ("map@5", "unknown metric"),
+                         ("ndcg@5", "has no judgments yet")):
         with pytest.raises(HopTraceError, match=message):
             compare(exps, exp, bad)
     with pytest.raises(InputError, match="not in experiment"):

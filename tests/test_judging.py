@@ -286,3 +286,22 @@ def test_the_judge_desk_hides_methods_and_automatic_grades_until_graded_and_keep
     with pytest.raises(InputError, match="outside 0–3"):
         ann.grade(pos, 7)
     assert ann.first_unjudged(pos) != pos
+
+
+def test_public_mode_bounds_llm_judging_as_llm_work():
+    from ui.llm_queue import BusyError, LLMQueue
+    from ui.public import LimitError, PublicLimits
+
+    PublicLimits().check_judge_pairs(10_000)                 # local mode: no cap
+    public = PublicLimits.from_env(True)
+    public.check_judge_pairs(public.max_judge_pairs)
+    with pytest.raises(LimitError, match="judges at most 60 pooled pairs"):
+        public.check_judge_pairs(public.max_judge_pairs + 1)
+    queue = LLMQueue(max_wait_s=100)
+    with queue.admit([], extra_s=150, now=0.0) as ahead:     # judging counts as LLM work...
+        assert ahead == 0.0 and queue.ahead_s(now=0.0) == (1, 150)
+        with pytest.raises(BusyError, match="the LLM judge"):   # ...so a request behind it is refused at once
+            with queue.admit([], extra_s=10, now=1.0):
+                pass
+    with queue.admit(["bm25"], now=2.0):                     # LLM-free work never queues
+        assert len(queue) == 0

@@ -225,9 +225,9 @@ def render_text(c: Comparison) -> str:
                          f"{'':<4} {_p(p.p):>7} {adj:>7}  {p.wins:>3}/{p.ties:>3}/{p.losses:<3}  {word}")
     if c.funnels:
         what = "judged-relevant passages" if c.judges else "gold passages"
-        lines += ["", f"where the {'judged-relevant' if c.judges else 'gold'} passages are lost (runs at k = "
-                      f"{c.funnels[0].k}; held = share of all {what} between the first and last stage that listed "
-                      "them):"]
+        lines += ["", ("where the judged-relevant passages are lost" if c.judges else "where the gold is lost")
+                  + f" (runs at k = {c.funnels[0].k}; held = share of all {what} between the first and last stage "
+                    "that listed them):"]
         for f in c.funnels:
             lines += [render_funnel(f), ""]
     for title, groups in (("hops", c.by_hops), ("type", c.by_type)):

@@ -136,7 +136,7 @@ def render_funnel(f: Funnel, metric_name: str = "top") -> str:
     return "\n".join(lines)
 
 
-def funnel_figure(funnels: Sequence[Funnel]):
+def funnel_figure(funnels: Sequence[Funnel], what: str = "gold passages"):
     """One panel a method: the share of gold held after each stage, the passages lost there in
     the hover text, and the top-k share as the last bar."""
     import plotly.graph_objects as go
@@ -160,8 +160,9 @@ def funnel_figure(funnels: Sequence[Funnel]):
         fig.update_xaxes(range=[0, 1], tickformat=".0%", row=r, col=c)
     per_row = 22 * max([len(f.steps) + 1 for f in funnels] or [1]) + 60
     fig.update_layout(height=max(320, rows * per_row + 60),
-                      title="Where the gold is lost: share of gold passages held after each stage (red: the last "
-                            "stage to hold some gold that then missed the top k; green: in the top k)",
+                      title=("Where the gold is lost" if what == "gold passages" else f"Where the {what} are lost")
+                      + f": share of {what} held after each stage (red: the last stage to hold some that then "
+                        "missed the top k; green: in the top k)",
                       margin=dict(l=10, r=10, t=70, b=10))
     return fig
 

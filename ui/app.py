@@ -174,7 +174,7 @@ def build(state: AppState) -> gr.Blocks:
                     export_btn = gr.Button("Export JSON")
                 export_file = gr.File(label="Export")
 
-            with gr.Tab("Benchmark", id="benchmark"):
+            with gr.Tab("Benchmark", id="benchmark") as bench_tab:
                 with gr.Row():
                     b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
                                                  label="Methods")
@@ -471,7 +471,7 @@ def build(state: AppState) -> gr.Blocks:
             names = [BUILT_IN] + [s.name for s in QuestionSets(state.traces).list(kb_name, state.owner_filter(who))]
             return gr.update(choices=names, value=value if value in names else BUILT_IN)
 
-        kb.change(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+        kb.change(lambda k, who, cur: set_choices(k, who, cur), [kb, visitor, b_set], b_set)
         loaded_sets = app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
 
         def add_questions(kb_name, file, set_name, who, request: gr.Request):
@@ -585,7 +585,7 @@ def build(state: AppState) -> gr.Blocks:
                     concurrency_limit=1, concurrency_id="bench")
 
         # --- Experiments: compare two methods, drill down to a question's two stored runs -------
-        def show_experiment(exp_id, metric, a, b, who):
+        def show_experiment(exp_id, metric, a, b, who, current_kb=None):
             """Fills the experiment's views; the method and metric pickers follow the experiment."""
             if not exp_id:
                 return (gr.update(),) * 11
@@ -601,12 +601,12 @@ def build(state: AppState) -> gr.Blocks:
                 v = evidence.view(comparisons, experiments, exp, metric, a, b, judge_owner(who))
             except HopTraceError as e:
                 return ((evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
-                        + (_judge_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who)))
+                        + (_judge_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who, current_kb)))
             # The header's KB follows the experiment, so the next Run asks the KB its runs came from.
             return (v.summary_html, v.means_fig, v.groups_fig, v.funnel_fig, gr.update(value=v.rows),
                     gr.update(choices=metrics, value=metric), gr.update(choices=exp.methods, value=v.a),
                     gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id),
-                    _judge_pick(exp, who), _follow_kb(exp, who))
+                    _judge_pick(exp, who), _follow_kb(exp, who, current_kb))
 
         def _judge_pick(exp, who):
             mine = evidence.choices(experiments, state.owner_filter(who))
@@ -614,15 +614,17 @@ def build(state: AppState) -> gr.Blocks:
                 mine = [(exp.describe(), exp.id)] + mine
             return gr.update(choices=mine, value=exp.id)
 
-        def _follow_kb(exp, who):
-            if exp is None or exp.kb not in state.kb_names(who):
+        def _follow_kb(exp, who, current_kb):
+            if exp is None or exp.kb == current_kb or exp.kb not in state.kb_names(who):
                 return gr.update()
             return gr.update(value=exp.kb)
 
         exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick, j_pick, kb]
         for trigger in (e_pick.input, e_metric.input, e_a.input, e_b.input):
-            trigger(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
-        e_pick.change(show_experiment, [e_pick, e_metric, e_a, e_b, visitor], exp_outputs)
+            trigger(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
+        e_pick.change(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
+        # Back from the Judge tab, the metrics include the judged ones the new grades allow.
+        bench_tab.select(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
         e_refresh.click(lambda who: (gr.update(choices=evidence.choices(experiments, state.owner_filter(who))),) * 2,
                         visitor, [e_pick, j_pick])
 
@@ -756,6 +758,8 @@ def _scatter(res, x_key: str):
     import plotly.graph_objects as go
 
     names = list(res.methods)
+    if not all("recall@5" in res.methods[n] for n in names):
+        return None   # questions without gold: no recall to plot until the pool is judged (Judge tab)
     fig = go.Figure(go.Scatter(x=[res.methods[n][x_key] for n in names], y=[res.methods[n]["recall@5"] for n in names],
                                mode="markers+text", text=names, textposition="top center"))
     fig.update_layout(xaxis_title=x_key, yaxis_title="recall@5", height=320, margin=dict(l=10, r=10, t=30, b=10))

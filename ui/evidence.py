@@ -135,7 +135,9 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
                          round(sa, 3), round(sb, 3), round(sa - sb, 3), _lost(r["lost"][a]), _lost(r["lost"][b])])
     # The questions that differ most first: those are the ones a visitor opens.
     out_rows.sort(key=lambda row: -abs(row[5]))
-    return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels), groups_fig, out_rows)
+    what = "judged-relevant passages" if c.judges else "gold passages"
+    return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels, what), groups_fig,
+                          out_rows)
 
 
 def _lost(where: list[str]) -> str:

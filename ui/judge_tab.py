@@ -18,7 +18,7 @@ AUTO_JUDGES = {"none (I grade them myself)": None, "the answer rule (LLM-free, i
                "the LLM": "llm"}
 
 
-def build_tab(state, experiments: Experiments, visitor, kb_dropdown):
+def build_tab(state, experiments: Experiments, visitor):
     """The tab's components and handlers; returns the experiment picker (the Benchmark tab keeps it in step)."""
     with gr.Tab("Judge", id="judge"):
         gr.Markdown(

@@ -562,6 +562,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.fill("#bench-limit input", "3")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('latency_ms_p50') && "
                            "document.querySelector('#bench-table').innerText.includes('griever')", timeout=180_000)
     table = page.locator("#bench-table").inner_text()
     assert "recall@5" not in table and "latency_ms_p50" in table      # no gold: left out, not 0
@@ -606,4 +607,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('judged:')", timeout=60_000)
     summary = page.locator("#exp-summary").inner_text()
     assert "ndcg@5 [95 % CI]" in summary and "2 pairs by a person" in summary and "answer rule" in summary
+    page.wait_for_selector("#exp-means-plot .js-plotly-plot", timeout=30_000)
+    page.wait_for_timeout(1500)
+    assert page.locator("#bench-set input").input_value() == "mine"   # viewing an experiment keeps the set
     page.screenshot(path=str(shots / "judge-compare.png"), full_page=True)

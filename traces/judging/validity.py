@@ -146,7 +146,7 @@ def default_judge(llm_spec: Optional[str]) -> str:
 
 
 def why_default(llm_spec: Optional[str]) -> str:
-    return ("no LLM judge on the embedded model reached an AUC of 0.75 against gold (docs/judging.md); the answer "
+    return ("No LLM judge on the embedded model reached an AUC of 0.75 against gold (docs/judging.md); the answer "
             "rule judges, a person's grades in the app's Judge view override it, and --judge llm with an "
             "endpoint (--llm URL) judges with a stronger model")
 

@@ -684,7 +684,7 @@ def cmd_compare(args) -> int:
     from traces.judging.measures import is_judged_metric
 
     if is_judged_metric(args.metric):
-        from traces.judging.service import judged_for
+        from traces.judging.judged import judged_for
 
         judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
                             args.rel)

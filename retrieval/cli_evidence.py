@@ -131,7 +131,7 @@ def _read_questions(path: Path, kb: str):
 
 def cmd_judge(args) -> int:
     from traces.experiments import Experiments
-    from traces.judging import validity
+    from traces.judging import measured as judge_defaults
     from traces.judging.service import judge_experiment
 
     from .cli import _context
@@ -139,15 +139,15 @@ def cmd_judge(args) -> int:
     experiments = Experiments(_traces())
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-    judge = args.judge or validity.default_judge(args.llm)
+    judge = args.judge or judge_defaults.default_judge(args.llm)
     if args.judge is None:
-        print(f"judge: {judge} (the default. {validity.why_default(args.llm)})", file=sys.stderr)
+        print(f"judge: {judge} (the default. {judge_defaults.why_default(args.llm)})", file=sys.stderr)
     if judge == "llm":
         ctx = _context(exp.kb, args, **({"concurrency": max(args.concurrency, 4)} if args.concurrency > 1 else {}))
         if ctx.llm is None:
             raise ConfigError("--judge llm needs an LLM (--llm local, openai or an endpoint URL); --llm none has none")
         store, llm = ctx.store, ctx.llm
-        warn = validity.warning(llm)
+        warn = judge_defaults.warning(llm)
         if warn:
             print(f"note: {warn}", file=sys.stderr)
     else:

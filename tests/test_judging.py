@@ -16,7 +16,8 @@ from traces.judging import answer_rule, llm_judge
 from traces.judging.measures import scores
 from traces.judging.pool import Pools, make_pool
 from traces.judging.qrels import Judgment, Qrels, read_trec, write_trec
-from traces.judging.service import judge_experiment, judged_for
+from traces.judging.judged import judged_for
+from traces.judging.service import judge_experiment
 from traces.questionsets import QuestionSets
 from traces.store import TraceStore
 

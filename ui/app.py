@@ -177,7 +177,7 @@ def build(state: AppState) -> gr.Blocks:
             with gr.Tab("Benchmark", id="benchmark") as bench_tab:
                 with gr.Row():
                     b_methods = gr.CheckboxGroup(all_methods, value=["bm25", "dense", "composed", "griever"],
-                                                 label="Methods")
+                                                 label="Methods", elem_id="bench-methods")
                     b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
                     b_set = gr.Dropdown([BUILT_IN], value=BUILT_IN, label="Question set (Index tab adds yours)",
                                         elem_id="bench-set", allow_custom_value=True)

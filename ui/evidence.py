@@ -14,7 +14,7 @@ from traces.experiments import Experiment, Experiments
 from traces.funnel import breakdown_figure, funnel_figure
 from traces.judging.measures import is_judged_metric
 from traces.judging.qrels import Qrels
-from traces.judging.service import judged_for
+from traces.judging.judged import judged_for
 
 from . import render
 

@@ -6,7 +6,7 @@ import gradio as gr
 
 from retrieval.errors import HopTraceError
 from traces.experiments import Experiments
-from traces.judging import validity
+from traces.judging import measured
 from traces.judging.service import ensure_pool, judge_experiment
 
 from . import evidence, render
@@ -26,7 +26,7 @@ def build_tab(state, experiments: Experiments, visitor):
             "depth-k pooling) and graded 0–3: by you here, by the answer rule where the questions give answers, "
             "or by the LLM. Then the Benchmark tab compares the methods on the judgments (nDCG@k, P@k, "
             "judged recall@k) with intervals and paired tests, as it does on gold. "
-            f"<br><i>{render.esc(validity.why_default(None))}.</i>")
+            f"<br><i>{render.esc(measured.why_default(None))}.</i>")
         with gr.Row():
             j_pick = gr.Dropdown([], label="Experiment", scale=3, elem_id="judge-exp")
             j_depth = gr.Number(value=10, precision=0, label="Pool depth (each method's top N)",
@@ -89,7 +89,7 @@ def build_tab(state, experiments: Experiments, visitor):
                                        estimate_only=True)
                 state.public.check_judge_pairs(est.pooled - est.already)
                 secs = est.estimate.seconds or 0.0
-                warn = validity.warning(state.llm)
+                warn = measured.warning(state.llm)
                 with state.llm_slot(request, [], extra_s=secs):
                     rep = judge_experiment(experiments, exp, open_kb.ctx.store, "llm", depth, llm=state.llm,
                                            owner=owner,

@@ -5,8 +5,7 @@ with the gold, pair by pair — the AUC of its score (scikit-learn), the precisi
 "relevant" (grade ≥ rel), Cohen's κ — and method by method: whether ranking the methods by judged
 nDCG@5 orders them as gold R@5 does (Kendall τ, scipy) and each pair's verdict under both.
 
-MEASURED holds the figures docs/judging.md reports, so that every judged result can name its
-judge's measured agreement, and the embedded model's judge can say that it is not to be relied on.
+What was measured is kept in measured.py, so that every judged result names its judge's agreement.
 """
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Optional
 
+from .measured import key
 from .qrels import Judgment
 
-AUC_NEEDED = 0.75   # below this against gold, a judge is not offered as the default
 
 
 @dataclass
@@ -117,47 +116,6 @@ def _verdict(p) -> str:
     return f"{p.a} better" if p.mean_diff > 0 else f"{p.b} better"
 
 
-# --- what was measured (docs/judging.md) ------------------------------------------------------------
-# judge key → figures on the demo (MuSiQue) and the bundled 2Wiki set. Filled from `hoptrace
-# judge-validity` runs; the key is what a judgment records as its judge and prompt version.
-MEASURED: dict[str, dict] = {}
-
-
-def key(judgment_judge: str, prompt_version: str) -> str:
-    return f"{judgment_judge} · {prompt_version}"
-
-
-def measured_line(judge_key: str) -> str:
-    m = MEASURED.get(judge_key)
-    if not m:
-        return f"{judge_key}: agreement with gold not measured (docs/judging.md)"
-    return f"{judge_key}: measured against gold — " + "; ".join(
-        f"{where}: AUC {v['auc']:.2f}, κ {v['kappa']:.2f}, τ {v['tau']:+.2f}" for where, v in m.items())
-
-
-def reliable(judge_key: str) -> bool:
-    m = MEASURED.get(judge_key)
-    return bool(m) and all((v.get("auc") or 0) >= AUC_NEEDED for v in m.values())
-
-
-def default_judge(llm_spec: Optional[str]) -> str:
-    """The LLM judge only where it was shown to agree with gold; else the answer rule."""
-    return "answer"
-
-
-def why_default(llm_spec: Optional[str]) -> str:
-    return ("No LLM judge on the embedded model reached an AUC of 0.75 against gold (docs/judging.md); the answer "
-            "rule judges, a person's grades in the app's Judge view override it, and --judge llm with an "
-            "endpoint (--llm URL) judges with a stronger model")
-
-
-def warning(llm) -> str:
-    if llm is not None and llm.settings.backend == "local":
-        return ("the embedded model's judge did not reach an AUC of 0.75 against gold (docs/judging.md): treat its "
-                "grades as a first pass for a person to check, not as evidence")
-    return ""
-
-
 @dataclass
 class Validity:
     agreement: Agreement
@@ -186,7 +144,7 @@ def measure(experiments, exp, source: str, store, rel: int = 2, gold_metric: str
 
     from ..compare import compare
     from .qrels import Qrels
-    from .service import judged_for
+    from .judged import judged_for
 
     gold = {q["id"]: set(q.get("gold") or []) for q in exp.questions if q.get("gold")}
     if not gold:

@@ -229,7 +229,7 @@ def render_text(c: Comparison) -> str:
                   + f" (runs at k = {c.funnels[0].k}; held = share of all {what} between the first and last stage "
                     "that listed them):"]
         for f in c.funnels:
-            lines += [render_funnel(f), ""]
+            lines += [render_funnel(f, what=what), ""]
     for title, groups in (("hops", c.by_hops), ("type", c.by_type)):
         if groups:
             names = list(next(iter(groups.values())))

@@ -123,9 +123,9 @@ def _group_key(g: str):
     return (0, int(g), "") if g.isdigit() else (1, 0, g)
 
 
-def render_funnel(f: Funnel, metric_name: str = "top") -> str:
+def render_funnel(f: Funnel, metric_name: str = "top", what: str = "gold passages") -> str:
     w = max([len(s.stage) for s in f.steps] + [len(NEVER), len(CUT)])
-    lines = [f"{f.method}: {f.n_gold} gold passages in {f.n_runs} runs · in the top {f.k}: {f.in_top_k:.3f}",
+    lines = [f"{f.method}: {f.n_gold} {what} in {f.n_runs} runs · in the top {f.k}: {f.in_top_k:.3f}",
              f"  {'stage'.ljust(w)}  held   last held (then missed the top {f.k})"]
     for s in f.steps:
         lines.append(f"  {s.stage.ljust(w)}  {s.held:5.3f}  {s.lost_here or ''}")

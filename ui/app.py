@@ -24,7 +24,7 @@ from retrieval.methods import METHODS, method_names
 from retrieval.paths import resolve_kb
 from retrieval import onnx_encoder, showcase as showcase_mod
 from traces.experiments import Experiments, kb_fingerprint, method_spec, question_record
-from traces.questionsets import BUILT_IN, QuestionSets
+from traces.questionsets import BUILT_IN, QuestionSets, built_in
 from traces.store import TraceStore
 
 from . import evidence, judge_tab, render
@@ -205,10 +205,13 @@ def build(state: AppState) -> gr.Blocks:
                             "the Ask tab.")
                 with gr.Row():
                     e_pick = gr.Dropdown([], label="Experiment", scale=3, elem_id="exp-pick")
+                    # Custom values pass: an event sent with the previous experiment's metric or methods
+                    # (recall@5 of a gold experiment, then one without gold) is mapped to a valid one
+                    # by show_experiment instead of failing Gradio's check of the choices.
                     e_metric = gr.Dropdown(["recall@5"], value="recall@5", label="Metric", scale=1,
-                                           elem_id="exp-metric")
-                    e_a = gr.Dropdown([], label="Method A", scale=1, elem_id="exp-a")
-                    e_b = gr.Dropdown([], label="Method B", scale=1, elem_id="exp-b")
+                                           elem_id="exp-metric", allow_custom_value=True)
+                    e_a = gr.Dropdown([], label="Method A", scale=1, elem_id="exp-a", allow_custom_value=True)
+                    e_b = gr.Dropdown([], label="Method B", scale=1, elem_id="exp-b", allow_custom_value=True)
                     e_refresh = gr.Button("Refresh list", scale=0, elem_id="exp-refresh")
                 e_summary = gr.HTML(elem_id="exp-summary")
                 with gr.Row():
@@ -249,6 +252,7 @@ def build(state: AppState) -> gr.Blocks:
                     qs_name = gr.Textbox(label="Question set name", value="my_questions", elem_id="qs-name")
                     qs_btn = gr.Button("Add questions", elem_id="qs-add")
                 qs_log = gr.Markdown(elem_id="qs-log")
+                qs_list = gr.Markdown(elem_id="qs-list")
 
         # --- Ask -------------------------------------------------------------------------
         example.change(lambda x: x or gr.update(), example, question)
@@ -471,8 +475,23 @@ def build(state: AppState) -> gr.Blocks:
             names = [BUILT_IN] + [s.name for s in QuestionSets(state.traces).list(kb_name, state.owner_filter(who))]
             return gr.update(choices=names, value=value if value in names else BUILT_IN)
 
+        def sets_listing(kb_name, who) -> str:
+            """The KB's question sets with their source and size (the Index tab)."""
+            try:
+                own = state.kb(kb_name).questions
+            except HopTraceError:
+                own = []
+            sets = ([built_in(kb_name, own)] if own else []) + QuestionSets(state.traces).list(
+                kb_name, state.owner_filter(who))
+            if not sets:
+                return f"KB **{render.esc(kb_name)}** has no questions yet: add a set above."
+            return f"Question sets of **{render.esc(kb_name)}**:\n\n" + "\n".join(
+                f"- {render.esc(s.describe())}" for s in sets)
+
         kb.change(lambda k, who, cur: set_choices(k, who, cur), [kb, visitor, b_set], b_set)
-        loaded_sets = app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+        kb.change(sets_listing, [kb, visitor], qs_list)
+        app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+        app.load(sets_listing, [kb, visitor], qs_list)
 
         def add_questions(kb_name, file, set_name, who, request: gr.Request):
             from retrieval.corpus.plain import load_plain_questions
@@ -491,7 +510,8 @@ def build(state: AppState) -> gr.Blocks:
             return (f"Added to **{render.esc(kb_name)}**: {render.esc(qs.describe())}. Pick it in the Benchmark "
                     "tab's *Question set*.", set_choices(kb_name, who, qs.name))
 
-        qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set])
+        qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
+            sets_listing, [kb, visitor], qs_list)
 
         def bench(kb_name, chosen, limit, set_name, who, request: gr.Request, progress=gr.Progress()):
             if not chosen:

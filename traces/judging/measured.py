@@ -13,7 +13,7 @@ TAU_LIKE_GOLD = 0.7  # a Kendall tau under this, or a pair verdict gold does not
 # judge-validity` runs; the key is what a judgment records as its judge and prompt version.
 # docs/judging.md, 2026-11-25: depth-10 pools of bm25, dense, rrf_hybrid, composed, griever and naivege;
 # the demo's first 50 questions (experiment 8cab838fcea3) and 2Wiki's first 50 (462feada5b99), the LLM
-# judge on 2Wiki's first 20; `hoptrace judge-validity ID --judge answer|llm`.
+# judge on 2Wiki's first 32 (stopped there for time); `hoptrace judge-validity ID --judge answer|llm`.
 _RULE = "answer-in-passage (SQuAD-normalised, word boundaries) · answer-rule-1"
 _QWEN = "qwen2.5-coder-1.5b · listwise-1"
 MEASURED: dict[str, dict] = {
@@ -26,8 +26,8 @@ MEASURED: dict[str, dict] = {
     _QWEN: {
         "demo": {"questions": 50, "pairs": 1030, "auc": 0.684, "precision": 0.278, "recall": 0.452, "kappa": 0.262,
                  "tau": 0.600, "same_verdicts": 14, "verdicts": 15},
-        "2wiki": {"questions": 20, "pairs": 498, "auc": 0.770, "precision": 0.343, "recall": 0.581, "kappa": 0.362,
-                  "tau": 0.690, "same_verdicts": 15, "verdicts": 15},
+        "2wiki": {"questions": 32, "pairs": 781, "auc": 0.755, "precision": 0.301, "recall": 0.557, "kappa": 0.322,
+                  "tau": 0.414, "same_verdicts": 13, "verdicts": 15},
     },
 }
 

@@ -112,15 +112,13 @@ def _demo_built() -> bool:
 def _read_questions(path: Path, kb: str):
     """A plain file (no gold), or a MuSiQue / HotpotQA / 2Wiki file whose gold passages must be in the KB."""
     from .corpus import load_questions
-    from .corpus.plain import is_plain_questions, load_plain_questions, plain_format
-    from .corpus.readers import read_json
-
-    if plain_format(path) != "json":
-        return load_plain_questions(path)
-    data = read_json(path)
-    if is_plain_questions(data) or not isinstance(data, list) or not data:
-        return load_plain_questions(path, data)
+    from .corpus.plain import plain_format, plain_or_none
     from .store import open_store
+
+    plain_format(path)   # a name that is no .txt, .json or .csv is refused, naming the types
+    plain = plain_or_none(path)
+    if plain is not None:
+        return plain
 
     store = open_store(kb)
     try:
@@ -159,10 +157,8 @@ def cmd_judge(args) -> int:
         store, llm = open_store(exp.kb), None
 
     def tick(i: int, n: int) -> None:
-        if not args.quiet_progress:
-            print(f"\rjudging: {i} / {n} requests", end="" if i < n else "\n", file=sys.stderr, flush=True)
+        print(f"\rjudging: {i} / {n} requests", end="" if i < n else "\n", file=sys.stderr, flush=True)
 
-    args.quiet_progress = args.estimate
     rep = judge_experiment(experiments, exp, store, judge, args.depth, methods, llm, args.strategy,
                            concurrency=args.concurrency, estimate_only=args.estimate, limit=args.limit,
                            progress=tick)

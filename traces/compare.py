@@ -43,6 +43,12 @@ class Comparison:
     rows: list[dict] = field(default_factory=list)   # per question: text, hops, type, scores, run ids
     left_out: int = 0                                  # questions not scored for every method
     judges: str = ""                                   # a judged metric: whose grades, and how they agree with gold
+    relevant: dict = field(default_factory=dict)       # a judged metric: question → its judged-relevant passages
+
+    @property
+    def followed(self) -> str:
+        """What the funnel follows: the gold passages, or on a judged metric the judged-relevant ones."""
+        return "judged-relevant passages" if self.judges else "gold passages"
 
     def letter(self, method: str) -> str:
         return LETTERS[self.methods.index(method) % len(LETTERS)]
@@ -154,7 +160,7 @@ def _compare_judged(experiments: Experiments, exp: Experiment, metric: str, meth
             rel = sorted(relevant.get(e["question_id"], ()))
             judged_entries.append({**e, "fates": gold_presence(run, rel) if rel else None})
     c = _assemble(exp, metric, k, methods, judged_entries, scores)
-    c.judges = qrels.judges
+    c.judges, c.relevant = qrels.judges, relevant
     return c
 
 
@@ -224,12 +230,11 @@ def render_text(c: Comparison) -> str:
             lines.append(f"  {p.a + ' vs ' + p.b:<40} {p.mean_diff:+.3f} [{p.low:+.3f}, {p.high:+.3f}]"
                          f"{'':<4} {_p(p.p):>7} {adj:>7}  {p.wins:>3}/{p.ties:>3}/{p.losses:<3}  {word}")
     if c.funnels:
-        what = "judged-relevant passages" if c.judges else "gold passages"
         lines += ["", ("where the judged-relevant passages are lost" if c.judges else "where the gold is lost")
-                  + f" (runs at k = {c.funnels[0].k}; held = share of all {what} between the first and last stage "
-                    "that listed them):"]
+                  + f" (runs at k = {c.funnels[0].k}; held = share of all {c.followed} between the first and last "
+                    "stage that listed them):"]
         for f in c.funnels:
-            lines += [render_funnel(f, what=what), ""]
+            lines += [render_funnel(f, what=c.followed), ""]
     for title, groups in (("hops", c.by_hops), ("type", c.by_type)):
         if groups:
             names = list(next(iter(groups.values())))

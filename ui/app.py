@@ -18,6 +18,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from retrieval.bench.runner import run_bench
+from retrieval.corpus.plain import load_plain_questions, plain_or_none
 from retrieval.errors import HopTraceError, InputError
 from retrieval.kb.presets import ExtractionPlan, build_from_files, ensure_demo
 from retrieval.methods import METHODS, method_names
@@ -380,10 +381,8 @@ def build(state: AppState) -> gr.Blocks:
                     return (gr.Tabs(selected="benchmark"), gr.update(choices=mine), _expired("experiment"),
                             gr.update(choices=mine))
                 return gr.update(), gr.update(choices=mine), gr.update(), gr.update(choices=mine)
-            if exp.id not in {v for _, v in mine}:
-                mine = [(exp.describe(), exp.id)] + mine
-            return (gr.Tabs(selected="benchmark"), gr.update(choices=mine, value=exp.id), gr.update(),
-                    gr.update(choices=mine, value=exp.id))
+            pick = _experiment_pick(exp, who)
+            return gr.Tabs(selected="benchmark"), pick, gr.update(), pick
 
         # --- Traces ------------------------------------------------------------------------
         def list_runs(method, text, who):
@@ -455,10 +454,6 @@ def build(state: AppState) -> gr.Blocks:
         export_btn.click(export, [export_ids, visitor], export_file)
 
         # --- Benchmark -----------------------------------------------------------------------
-        def judge_owner(who) -> str:
-            """Whose judgments and question sets: the visitor's in public mode, the one local user's otherwise."""
-            return (who or "") if state.public.enabled else ""
-
         def set_questions(open_kb, set_name, who):
             if not set_name or set_name == BUILT_IN:
                 if not open_kb.questions:
@@ -494,7 +489,6 @@ def build(state: AppState) -> gr.Blocks:
         app.load(sets_listing, [kb, visitor], qs_list)
 
         def add_questions(kb_name, file, set_name, who, request: gr.Request):
-            from retrieval.corpus.plain import load_plain_questions
             if file is None:
                 raise gr.Error("upload a questions file first")
             try:
@@ -502,7 +496,7 @@ def build(state: AppState) -> gr.Blocks:
                 state.throttle(who, request)
                 questions = load_plain_questions(Path(file))
                 qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
-                                                    owner=judge_owner(who))
+                                                    owner=state.owner_id(who))
             except HopTraceError as e:
                 if not state.public.show_paths:
                     raise gr.Error(visitor_message(str(e), {file: Path(file).name}))
@@ -612,23 +606,24 @@ def build(state: AppState) -> gr.Blocks:
             exp = None
             try:
                 exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-                metrics = evidence.metrics(experiments, exp, judge_owner(who))
+                metrics = evidence.metrics(experiments, exp, state.owner_id(who))
                 if not metrics:
                     raise InputError(f"experiment {exp.id[:12]}'s questions have no gold: pool and judge its runs "
                                      "in the Judge tab, then compare it here on the judgments")
                 metric = metric if metric in metrics else next(
                     (m for m in ("recall@5", "ndcg@5") if m in metrics), metrics[0])
-                v = evidence.view(comparisons, experiments, exp, metric, a, b, judge_owner(who))
+                v = evidence.view(comparisons, experiments, exp, metric, a, b, state.owner_id(who))
             except HopTraceError as e:
                 return ((evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
-                        + (_judge_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who, current_kb)))
+                        + (_experiment_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who, current_kb)))
             # The header's KB follows the experiment, so the next Run asks the KB its runs came from.
             return (v.summary_html, v.means_fig, v.groups_fig, v.funnel_fig, gr.update(value=v.rows),
                     gr.update(choices=metrics, value=metric), gr.update(choices=exp.methods, value=v.a),
                     gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id),
-                    _judge_pick(exp, who), _follow_kb(exp, who, current_kb))
+                    _experiment_pick(exp, who), _follow_kb(exp, who, current_kb))
 
-        def _judge_pick(exp, who):
+        def _experiment_pick(exp, who):
+            """An experiment picker on `exp`: the visitor's list, with `exp` added when a link opened it."""
             mine = evidence.choices(experiments, state.owner_filter(who))
             if exp.id not in {v for _, v in mine}:
                 mine = [(exp.describe(), exp.id)] + mine
@@ -654,7 +649,7 @@ def build(state: AppState) -> gr.Blocks:
             try:
                 exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
                 runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid,
-                                                        judge_owner(who))
+                                                        state.owner_id(who))
             except HopTraceError as e:
                 return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * (2 + len(pickers))
             choices = _graph_choices(runs)
@@ -690,12 +685,12 @@ def build(state: AppState) -> gr.Blocks:
                 plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
                 # Questions without gold are read before the build (a bad file fails fast) and become a
                 # question set once it is done; a gold-format file goes into the KB as before.
-                plain = _plain_questions(Path(qfile)) if qfile else None
+                plain = plain_or_none(Path(qfile)) if qfile else None
                 report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
                                           else None, plan.openie, name=name, progress=True, plan=plan,
                                           max_passages=state.public.passage_cap())
                 added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
-                                                        Path(qfile).name, owner=judge_owner(who))
+                                                        Path(qfile).name, owner=state.owner_id(who))
                          if plain else None)
             except HopTraceError as e:
                 if not state.public.show_paths:  # name each file as the visitor named it
@@ -717,22 +712,6 @@ def build(state: AppState) -> gr.Blocks:
         up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
                      concurrency_limit=1, concurrency_id="index")
     return app
-
-
-def _plain_questions(path: Path):
-    """The file's questions when it holds questions without gold (.txt, .csv, a plain JSON list), else
-    None: a MuSiQue / HotpotQA / 2Wiki file, read by the build with its gold."""
-    from retrieval.corpus.plain import is_plain_questions, load_plain_questions, plain_format
-    from retrieval.corpus.readers import read_json
-
-    try:
-        kind = plain_format(path)
-    except InputError:
-        kind = "json"   # a gold-format file with another name: the build reads it, or says why not
-    if kind != "json":
-        return load_plain_questions(path)
-    data = read_json(path)
-    return load_plain_questions(path, data) if is_plain_questions(data) else None
 
 
 def _backends_line(state: AppState, open_kb) -> str:

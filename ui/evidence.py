@@ -23,25 +23,25 @@ ROW_WIDTHS = ["13%", "35%", "5%", "6%", "6%", "7%", "14%", "14%"]
 
 
 class ComparisonCache:
-    """compare() resamples every pair (~0.1 s each); a visitor switching the two methods of the
-    same experiment and metric must not pay it again. Keyed by (experiment, metric); a running
-    experiment is not cached, its runs are still coming."""
+    """compare() resamples every pair (~0.1 s each), and a judged metric reads every run to follow
+    the judged-relevant passages; a visitor switching the two methods of the same experiment and
+    metric, or opening a question's runs, must not pay it again. Keyed by (experiment, metric),
+    and for a judged metric by whose judgments and their state, which changes with every grade; a
+    running experiment is not cached, its runs are still coming."""
 
     def __init__(self, size: int = 16):
-        self._items: OrderedDict[tuple[str, str], Comparison] = OrderedDict()
+        self._items: OrderedDict[tuple, Comparison] = OrderedDict()
         self._lock = threading.Lock()
         self.size = size
 
     def get(self, experiments: Experiments, exp: Experiment, metric: str, owner: str = "") -> Comparison:
-        if is_judged_metric(metric):
-            # Judgments change as a person grades: a judged comparison is computed afresh.
-            return compare(experiments, exp, metric, qrels=judged_for(experiments.traces, exp, owner))
-        key = (exp.id, metric)
+        judged = is_judged_metric(metric)
+        key = (exp.id, metric) + ((owner, Qrels(experiments.traces).stamp(exp.id, owner)) if judged else ())
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        c = compare(experiments, exp, metric)
+        c = compare(experiments, exp, metric, qrels=judged_for(experiments.traces, exp, owner) if judged else None)
         if exp.status == "done":
             with self._lock:
                 self._items[key] = c
@@ -135,8 +135,7 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
                          round(sa, 3), round(sb, 3), round(sa - sb, 3), _lost(r["lost"][a]), _lost(r["lost"][b])])
     # The questions that differ most first: those are the ones a visitor opens.
     out_rows.sort(key=lambda row: -abs(row[5]))
-    what = "judged-relevant passages" if c.judges else "gold passages"
-    return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels, what), groups_fig,
+    return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels, c.followed), groups_fig,
                           out_rows)
 
 
@@ -167,8 +166,7 @@ def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
         gold |= set(info["gold"])
         ids.append(rid)
     if c.judges:
-        rel = judged_for(experiments.traces, exp, owner)
-        gold = {p for p, g in rel.grades.get(question_id, {}).items() if g >= rel.rel}
+        gold = set(c.relevant.get(question_id, ()))
     return runs, gold, row["question"], ids
 
 

@@ -48,7 +48,7 @@ def build_tab(state, experiments: Experiments, visitor):
 
     def desk(exp_id: str, who: str) -> JudgeDesk:
         exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-        return JudgeDesk(experiments, exp, (who or "") if state.public.enabled else "")
+        return JudgeDesk(experiments, exp, state.owner_id(who))
 
     def passages_of(d: JudgeDesk, pos: int) -> dict:
         kb = state.kb(d.exp.kb)
@@ -78,7 +78,7 @@ def build_tab(state, experiments: Experiments, visitor):
             judge = AUTO_JUDGES.get(auto)
             msg = (f"Pooled **{len(pool.pairs)}** pairs: depth {depth} of {', '.join(pool.methods)} over "
                    f"{len(pool.by_question())} questions.")
-            owner = (who or "") if state.public.enabled else ""
+            owner = state.owner_id(who)
             if judge == "answer":
                 rep = judge_experiment(experiments, exp, open_kb.ctx.store, "answer", depth, owner=owner)
                 msg += " " + render.esc(" · ".join(rep.lines()[1:]))

@@ -93,6 +93,11 @@ class AppState:
         """Whose runs a visitor may list: their own in public mode, everyone's locally."""
         return (visitor or "") if self.public.enabled else None
 
+    def owner_id(self, visitor: str) -> str:
+        """Who owns what a visitor makes (question sets, judgments): the visitor in public mode, the one
+        local user ("") otherwise."""
+        return (visitor or "") if self.public.enabled else ""
+
     def throttle(self, visitor: str, request=None) -> None:
         """In public mode: a visitor's requests a minute, and their address's (a rotated id does
         not reset the second)."""

@@ -41,6 +41,21 @@ def plain_format(path: str | Path) -> str:
     raise InputError(f"{path}: unknown questions file type (expected .txt, .json or .csv)")
 
 
+def plain_or_none(path: str | Path) -> Optional[list[Question]]:
+    """The file's questions when it holds questions without gold (.txt, .csv, a plain JSON list),
+    else None: a MuSiQue / HotpotQA / 2Wiki file (or one of another name), for `load_questions`."""
+    try:
+        kind = plain_format(path)
+    except InputError:
+        return None
+    if kind != "json":
+        return load_plain_questions(path)
+    data = read_json(path)
+    # Every gold format is a non-empty list: anything else gets the plain reader's own error.
+    gold_shaped = isinstance(data, list) and data and not is_plain_questions(data)
+    return None if gold_shaped else load_plain_questions(path, data)
+
+
 def load_plain_questions(path: str | Path, data: Optional[Any] = None) -> list[Question]:
     """Questions with no gold passages. `data`: the file's JSON, when the caller has read it."""
     kind = plain_format(path)

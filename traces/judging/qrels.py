@@ -114,6 +114,12 @@ class Qrels:
                                       [experiment_id, owner, source]).fetchall()
         return [r[0] for r in rows]
 
+    def stamp(self, experiment_id: str, owner: str = "") -> tuple:
+        """Changes whenever the owner's judgments of the experiment change (a grade added or replaced):
+        what a cached judged comparison is keyed by."""
+        return tuple(self.traces.db.execute("SELECT count(*), max(created_at) FROM judgments WHERE experiment_id = ? "
+                                            "AND owner = ?", [experiment_id, owner]).fetchone())
+
     def counts(self, experiment_id: str, owner: str = "") -> dict[str, dict[str, int]]:
         """source → {"ok": n, "failed": n}."""
         rows = self.traces.db.execute("SELECT source, status, count(*) FROM judgments WHERE experiment_id = ? AND "

@@ -9,6 +9,7 @@ recording made with other prompts or code is never shown as current.
 """
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import gzip
 import hashlib
@@ -33,17 +34,18 @@ def path_for(kb: str) -> Path:
     return SHOWCASE_DIR / f"{kb}.json.gz"
 
 
+# The method-core modules every method's run goes through, beside its own package.
+SHARED_METHOD_MODULES = ("base", "answer", "context")
+
+
 def fingerprint(method: str) -> str:
-    """What a recording of `method` depends on: its package's source, the prompt texts as the
-    module holds them now, the shared answer step and base class, the config defaults and the
+    """What a recording of `method` depends on: the definitions in its package and in the shared
+    method core, the prompt texts as the module holds them now, the config defaults and the
     profile values."""
     cls = METHODS[root_method(method)]
-    pkg = importlib.import_module(cls.__module__)
     h = hashlib.sha256()
-    files = sorted(Path(pkg.__file__).parent.glob("*.py")) if pkg.__file__.endswith("__init__.py") \
-        else [Path(pkg.__file__)]
-    for f in files + [Path(inspect.getfile(importlib.import_module("retrieval.methods.base")))]:
-        h.update(f.name.encode() + f.read_bytes())
+    for code in _definitions(_method_files(cls)):
+        h.update(code.encode())
     prompts = _prompt_module(cls)
     if prompts is not None:  # the live values, which is what a request is built from
         for name in sorted(vars(prompts)):
@@ -53,6 +55,39 @@ def fingerprint(method: str) -> str:
     h.update(json.dumps(asdict(cls.Config()), sort_keys=True, default=str).encode())
     h.update(json.dumps(profiles.LOCAL.get(root_method(method), {}), sort_keys=True).encode())
     return h.hexdigest()[:16]
+
+
+def _method_files(cls) -> list[Path]:
+    """The method's own package under methods/ (or its module), and the shared method core."""
+    methods_dir = Path(inspect.getfile(importlib.import_module("retrieval.methods"))).parent
+    top = cls.__module__.split(".")[2]  # retrieval.methods.<top>[.…]
+    own = methods_dir / top
+    files = sorted(own.glob("*.py")) if own.is_dir() else [methods_dir / f"{top}.py"]
+    return files + [f for m in SHARED_METHOD_MODULES if (f := methods_dir / f"{m}.py").exists()]
+
+
+def _definitions(files: Sequence[Path]) -> list[str]:
+    """Each top-level statement of the files as code, sorted: imports, docstrings and comments
+    left out. So a definition moved between these files, an import path or a docstring changed
+    leaves the fingerprint alone; a changed line of code does not."""
+    out = []
+    for f in files:
+        for node in _strip(ast.parse(f.read_text(), str(f))).body:
+            out.append(ast.unparse(node))
+    return sorted(out)
+
+
+def _strip(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                    and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]
+            kept = [b for b in body if not isinstance(b, (ast.Import, ast.ImportFrom))]
+            node.body = kept if kept or isinstance(node, ast.Module) else [ast.Pass()]
+    return tree
 
 
 def _prompt_module(cls):

@@ -133,3 +133,21 @@ def test_the_shipped_showcase_matches_the_current_code():
     data = json.loads(gzip.decompress((SHOWCASE_DIR / "demo.json.gz").read_bytes()))
     stale = [m for m, fp in data["fingerprints"].items() if fp != fingerprint(m)]
     assert not stale, f"the shipped showcase is stale for {stale}: re-record with hoptrace record-showcase --update --methods ..."
+
+
+def test_the_fingerprint_follows_code_not_imports_docstrings_or_where_a_definition_lives(tmp_path):
+    """A refactor that moves a definition to another file, or changes an import path or a docstring,
+    keeps a recording current; a changed line of code does not."""
+    from retrieval.showcase import _definitions
+
+    def files(**texts):
+        for name, text in texts.items():
+            (tmp_path / name).write_text(text)
+        return [tmp_path / n for n in texts]
+
+    before = _definitions(files(a="import x\n\ndef f():\n    '''doc'''\n    from y import z\n    return 1\n",
+                                b="class C:\n    n = 2\n"))
+    moved = _definitions(files(a="from q import x\n", b="class C:\n    n = 2\n\ndef f():\n    return 1\n"))
+    changed = _definitions(files(a="def f():\n    return 2\n", b="class C:\n    n = 2\n"))
+    assert before == moved
+    assert before != changed

@@ -1,7 +1,7 @@
 """HopTrace retrieval toolkit: KB, stores, embedder, methods, bench.
 
 Importing it changes nothing process-wide: thread counts and offline flags are set when a
-model is loaded (retrieval/embed.py), and `HopTrace` (the notebook API) loads on first use.
+model is loaded (retrieval/encoders/embedder.py), and `HopTrace` (the notebook API) loads on first use.
 """
 from typing import Any
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .embed import get_embedder
+from .core.paths import resolve_kb
+from .core.records import Question
+from .encoders.embedder import get_embedder
 from .llm import LLMSettings, get_llm
 from .methods import Context, make_method, method_names
-from .paths import resolve_kb
-from .records import Question
 from .store import open_store
-from .trace import RunResult
+from .trace.model import RunResult
 
 
 class HopTrace:

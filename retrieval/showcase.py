@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .errors import HopTraceError
+from .core.errors import HopTraceError
+from .core.records import Question
 from .methods import METHODS, Context, make_method, profiles, root_method
-from .records import Question
-from .trace import RunResult
+from .trace.model import RunResult
 
 FORMAT = 1
 SHOWCASE_DIR = Path(__file__).resolve().parent.parent / "data" / "showcase"

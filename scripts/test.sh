@@ -13,6 +13,8 @@ if [ ! -x /usr/bin/chromium ]; then
     exit 1
   fi
 fi
+# The lint and import order configured in pyproject.toml: any finding fails the run.
+.venv/bin/ruff check . || { echo "error: ruff found the problems above (fix them; see pyproject.toml [tool.ruff])" >&2; exit 1; }
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # The suite chooses its own backends: a user's HOPTRACE_LLM=none (or another model, profile,
 # public mode or trace file) would otherwise fail the tests that drive the embedded model.

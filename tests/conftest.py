@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from retrieval.corpus import load_corpus, load_questions  # noqa: E402
-from retrieval.datasets import get_dataset  # noqa: E402
+from retrieval.corpus.datasets import get_dataset  # noqa: E402
 
 N_QUESTIONS = 4  # their 80 paragraphs (20 per question) make the small KB
 
@@ -29,16 +29,17 @@ def small_corpus(musique):
     """The paragraphs of the first questions, in corpus order, and those questions."""
     ds, passages, questions = musique
     qs = questions[:N_QUESTIONS]
-    import json, gzip
+    import gzip
+    import json
     raw = json.loads(gzip.decompress(ds.questions.read_bytes()))[:N_QUESTIONS]
-    from retrieval.records import passage_id
+    from retrieval.core.records import passage_id
     wanted = {passage_id(p["title"].strip(), p["paragraph_text"].strip()) for q in raw for p in q["paragraphs"]}
     return [p for p in passages if p.id in wanted], qs
 
 
 @pytest.fixture(scope="session")
 def embedder():
-    from retrieval.embed import get_embedder
+    from retrieval.encoders.embedder import get_embedder
     return get_embedder()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import ui.ask as ask
-from retrieval.paths import kb_dir
+from retrieval.core.paths import kb_dir
 from ui.public import PublicLimits
 from ui.state import AppState
 
@@ -53,12 +53,12 @@ def test_no_update_is_rendered_while_llm_free_methods_run(small_kb, small_corpus
 def test_a_finished_stage_is_rendered_once(small_kb, small_corpus, tmp_path, monkeypatch):
     state = _state(small_kb, tmp_path)
     calls = []
-    from retrieval import render_html  # where column_html finds stage_html
+    from retrieval.trace import html as render_html  # where column_html finds stage_html
     real = render_html.stage_html
     monkeypatch.setattr(render_html, "stage_html", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     monkeypatch.setattr(ask, "MIN_UPDATE_GAP_S", 0.0)
     monkeypatch.setattr(ask, "MAX_FAST_HOLD_S", 0.0)
-    from ui.app import _columns
+    from ui.tabs.ask import _columns
 
     html = ""
     for prog in ask.run_side_by_side(state, "streamkb", small_corpus[1][0].text, ["griever"], 5):

@@ -79,7 +79,7 @@ def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkey
     import pytest
 
     import retrieval.bench.runner as runner
-    from retrieval.errors import ConfigError
+    from retrieval.core.errors import ConfigError
 
     slept = []
     monkeypatch.setattr(runner.time, "sleep", lambda s: slept.append(s))

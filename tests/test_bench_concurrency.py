@@ -11,7 +11,7 @@ import pytest
 from retrieval.bench.concurrency import measure
 from retrieval.bench.delay_endpoint import DelayEndpoint, instance
 from retrieval.bench.runner import run_bench
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 
 
 def test_the_endpoint_answers_the_first_instance_of_the_schema():

@@ -7,10 +7,12 @@ from retrieval.kb.extract.rules import RulesExtractor
 
 
 def test_ask_prints_stages_and_json(small_kb, capsys):
-    assert main(["ask", "--kb", str(small_kb), "--method", "composed", "--k", "3", "Who published Journal of Mathematical Physics?"]) == 0
+    assert main(["ask", "--kb", str(small_kb), "--method", "composed", "--k", "3", "Who published Journal of "
+                                                                                   "Mathematical Physics?"]) == 0
     out = capsys.readouterr().out
     assert "bm25_candidates" in out and "dense_rerank" in out and "Journal of Mathematical Physics" in out
-    assert main(["ask", "--kb", str(small_kb), "--json", "--method", "bm25", "Who published Journal of Mathematical Physics?"]) == 0
+    assert main(["ask", "--kb", str(small_kb), "--json", "--method", "bm25", "Who published Journal of Mathematical "
+                                                                             "Physics?"]) == 0
     trace = json.loads(capsys.readouterr().out)
     assert trace["method"] == "bm25" and trace["stages"][0]["name"] == "bm25"
 
@@ -53,7 +55,8 @@ def test_kb_info(small_kb, capsys):
     assert {(r["layer"], r["status"]) for r in info["extraction"]} >= {("triples", "done"), ("events", "done")}
     assert main(["kb", "info", str(small_kb)]) == 0
     text = capsys.readouterr().out
-    assert "extraction (passages per layer):" in text and f"rules@{RulesExtractor.version}" in text and "passages 80" in text
+    assert "extraction (passages per layer):" in text and f"rules@{RulesExtractor.version}" in text
+    assert "passages 80" in text
 
 
 def test_serve_flags_reach_the_app(monkeypatch):
@@ -74,7 +77,7 @@ def test_questions_without_gold_bench_judge_qrels_and_compare_from_the_cli(small
     import re
 
     from traces.judging.qrels import Qrels
-    from traces.store import TraceStore, default_path
+    from traces.storage.store import TraceStore, default_path
 
     kb = str(small_kb)
     mine = [{"id": f"c{i}", "question": q.text, "answer": q.answers[0]} for i, q in enumerate(small_store.questions())]

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
+from retrieval.core.errors import InputError
+from retrieval.core.records import passage_id
 from retrieval.corpus import load_corpus, load_questions
-from retrieval.datasets import DATASETS
-from retrieval.errors import InputError
-from retrieval.records import passage_id
+from retrieval.corpus.datasets import DATASETS
 
 
 @pytest.mark.parametrize("name,n_passages,n_questions,n_gold", [

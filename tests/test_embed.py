@@ -1,6 +1,6 @@
 import numpy as np
 
-from retrieval.embed import get_embedder
+from retrieval.encoders.embedder import get_embedder
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 
@@ -23,7 +23,7 @@ def test_embedders_are_shared_per_model():
 def test_query_encoding_through_onnx_equals_torch(embedder, monkeypatch):
     """Queries go through ONNX Runtime when it loads (one GIL hand-off, not one per op); the
     vectors GRIEVER and dense read must not move."""
-    from retrieval.embed import Embedder
+    from retrieval.encoders.embedder import Embedder
 
     embedder.encode(["load the ONNX encoder"])
     assert embedder._onnx_encoder() is not None, "onnxruntime is a dependency: the ONNX path must load here"
@@ -38,7 +38,7 @@ def test_query_encoding_through_onnx_equals_torch(embedder, monkeypatch):
 
 
 def test_shared_queries_encode_a_text_once_per_request(embedder, monkeypatch):
-    from retrieval.embed import SharedQueries
+    from retrieval.encoders.embedder import SharedQueries
 
     calls = []
     real = embedder.encode_query
@@ -56,8 +56,8 @@ def test_shared_queries_encode_a_text_once_per_request(embedder, monkeypatch):
 def test_a_serving_apps_encoder_lets_its_threads_sleep_and_a_builds_spins(embedder, monkeypatch):
     """ui.app.main calls serving_mode: its ONNX sessions turn pool-thread spinning off
     (issue 17 item 9); an encoder made outside the app keeps ONNX Runtime's default."""
-    from retrieval import onnx_encoder
-    from retrieval.embed import Embedder
+    from retrieval.encoders import onnx as onnx_encoder
+    from retrieval.encoders.embedder import Embedder
 
     key = "session.intra_op.allow_spinning"
     embedder.encode(["load the ONNX encoder"])
@@ -85,9 +85,9 @@ def test_a_method_reusing_a_shared_encoding_is_charged_its_cost(ctx):
     columns compare as each method alone."""
     from dataclasses import replace
 
-    from retrieval.embed import SharedQueries
+    from retrieval.encoders.embedder import SharedQueries
     from retrieval.methods import make_method
-    from retrieval.trace import count_reused
+    from retrieval.trace.model import count_reused
 
     request = replace(ctx, embedder=SharedQueries(ctx.embedder))
     first = count_reused(make_method("dense", request).run(Q, k=5))

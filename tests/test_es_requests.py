@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 from retrieval.store.base import FIELDS, INDICES, Filter
 from retrieval.store.elastic import parse_spec
 from retrieval.store.elastic import queries as Q

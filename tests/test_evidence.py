@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from retrieval.bench.runner import run_bench
-from retrieval.errors import InputError
-from traces.experiments import Experiments, kb_fingerprint, question_record
-from traces.store import TraceStore
+from retrieval.core.errors import InputError
+from traces.storage.experiments import Experiments, kb_fingerprint, question_record
+from traces.storage.store import TraceStore
 from ui import evidence
 
 

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
 from retrieval.bench.runner import run_bench
-from retrieval.errors import HopTraceError, InputError
-from traces.compare import compare, render_text, write_html
-from traces.experiments import Experiments, check_resume, kb_fingerprint, question_record
-from traces.store import TraceStore
+from retrieval.core.errors import HopTraceError, InputError
+from traces.stats.compare import compare, render_text, write_html
+from traces.storage.experiments import Experiments, check_resume, kb_fingerprint, question_record
+from traces.storage.store import TraceStore
 
 METHODS = ["bm25", "dense", "composed"]
 KS = (2, 5)
@@ -62,7 +63,9 @@ def test_a_benchmark_keeps_every_run_and_a_resumed_one_equals_an_uninterrupted_o
     assert {(e["question_id"], e["method"], e["k"]): e["run_id"] for e in entries if
             (e["question_id"], e["method"], e["k"]) in kept} == kept
     # run by run, the resumed experiment equals the uninterrupted one
-    ranked = lambda exp: {(e["question_id"], e["method"], e["k"]): e["row"]["ranked"] for e in exps.entries(exp)}
+    def ranked(exp):
+        return {(e["question_id"], e["method"], e["k"]): e["row"]["ranked"] for e in exps.entries(exp)}
+
     assert ranked(cut) == ranked(whole)
     for m in METHODS:
         assert {k: v for k, v in resumed.methods[m].items() if "recall" in k or "hit" in k} == \
@@ -72,7 +75,7 @@ def test_a_benchmark_keeps_every_run_and_a_resumed_one_equals_an_uninterrupted_o
     e0 = exps.entries(cut)[0]
     run, _ = exps.traces.load_run(e0["run_id"])
     from retrieval.bench.runner import QuestionResult
-    with pytest.raises(Exception):
+    with pytest.raises(sqlite3.IntegrityError):
         exps.record(cut, next(x for x in questions if x.id == e0["question_id"]), e0["method"], e0["k"], run,
                     QuestionResult(**e0["row"]))
     assert len(exps.entries(cut)) == expected
@@ -167,7 +170,7 @@ def test_an_experiment_records_its_machine_and_a_resume_elsewhere_says_so(small_
     import sqlite3
 
     from retrieval.cli import main
-    from retrieval import cpu
+    from retrieval.core import cpu
 
     here = cpu.describe()
     assert "cores" in here
@@ -187,4 +190,5 @@ def test_an_experiment_records_its_machine_and_a_resume_elsewhere_says_so(small_
                     "where experiment_id=?)", (exp_id, exp_id))
     assert main(["bench", "--resume", exp_id, "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"note: the experiment started on Other CPU · 64 cores · avx512f; its remaining runs are made on {here}" in err
+    assert (f"note: the experiment started on Other CPU · 64 cores · avx512f; its remaining runs are made on "
+            f"{here}") in err

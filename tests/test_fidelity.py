@@ -5,16 +5,15 @@ import json
 import sqlite3
 
 import pytest
+from llm_double import scripted_llm
 
+from retrieval.core.errors import ConfigError
 from retrieval.corpus import load_corpus
-from retrieval.errors import ConfigError
 from retrieval.kb.build import build_kb
 from retrieval.kb.extract.openie_import import OpenIEImport
 from retrieval.kb.extract.rules import RulesExtractor
 from retrieval.methods import Context, make_method
 from retrieval.store.sqlite import SQLiteStore
-
-from llm_double import scripted_llm
 
 # A hand-built KB: the bridge entity is "Marlowe Press" in the first-hop passage and
 # "Marlowe Press Limited" in the second-hop passage; same_as pairs the two names.

@@ -1,9 +1,9 @@
 """Where the gold is lost across runs, on hand-made traces whose answer is known."""
 from __future__ import annotations
 
-from retrieval.gold import gold_presence
-from retrieval.trace import RankedPassage, RunResult, Stage
-from traces.funnel import CUT, NEVER, breakdown, funnel, funnel_figure, render_funnel, stage_order
+from retrieval.trace.gold import gold_presence
+from retrieval.trace.model import RankedPassage, RunResult, Stage
+from traces.stats.funnel import CUT, NEVER, breakdown, funnel, funnel_figure, render_funnel, stage_order
 
 
 def _run(stages: list[tuple[str, list[str]]], ranked: list[str]) -> RunResult:

@@ -5,12 +5,11 @@ import json
 import math
 
 import pytest
+from llm_double import scripted_llm
 
 from retrieval.methods import make_method
 from retrieval.methods.gear.beam import diverse_triple_beam_search, diversity_weight, flatten_breadth_first
 from retrieval.methods.gear.prompts import parse_read, parse_reason, parse_rewrite
-
-from llm_double import scripted_llm
 
 # A hand-built triple graph. score(sequence) = relevance of its last triple, so every beam
 # score below can be worked out by hand.

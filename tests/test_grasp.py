@@ -5,13 +5,12 @@ import json
 import math
 
 import pytest
+from llm_double import scripted_llm
 
 from retrieval.methods import make_method
 from retrieval.methods.grasp.plan import parse_plan, placeholders, resolve
 from retrieval.methods.grasp.prompts import parse_evaluation
 from retrieval.methods.grasp.scoring import entity_scores, rank_vote, sigma
-
-from llm_double import scripted_llm
 
 
 def test_sigma_is_cosine_plus_damped_bm25():
@@ -83,7 +82,8 @@ def evaluate(action, answer="", nxt="", obs=("noted",)):
 def test_grasp_control_flow_with_a_scripted_llm(ctx):
     script = {
         "plan": [PLAN],
-        "rewrite": [rewrite("Journal of Psychotherapy Integration is published by", "Journal of Psychotherapy Integration"),
+        "rewrite": [rewrite("Journal of Psychotherapy Integration is published by", "Journal of Psychotherapy "
+                                                                                    "Integration"),
                     rewrite("The first president of the American Psychological Association was",
                             "American Psychological Association", "president")],
         "select entities": [json.dumps({"selected": [1, 2]}), json.dumps({"selected": [1]}),
@@ -97,7 +97,8 @@ def test_grasp_control_flow_with_a_scripted_llm(ctx):
     run = make_method("grasp", dataclasses.replace(ctx, llm=llm)).run(Q, k=5)
     assert run.status == "ok", run.error
     names = [s.name for s in run.stages]
-    assert names == ["profile", "plan", "sub1_rewrite", "sub1_search_1", "sub1_select_1", "sub1_vote_1", "sub1_evaluate_1",
+    assert names == ["profile", "plan", "sub1_rewrite", "sub1_search_1", "sub1_select_1", "sub1_vote_1",
+                     "sub1_evaluate_1",
                      "sub2_rewrite", "sub2_search_1", "sub2_select_1", "sub2_vote_1", "sub2_evaluate_1",
                      "sub2_search_2", "sub2_select_2", "sub2_vote_2", "sub2_evaluate_2", "synthesis", "ranking"]
     st = {s.name: s for s in run.stages}
@@ -105,7 +106,8 @@ def test_grasp_control_flow_with_a_scripted_llm(ctx):
     assert st["plan"].payload["propositions_in_this_kb"].startswith("sentences")  # the small KB's rules layer
     assert any(e.type == "depends_on" for e in st["plan"].subgraph.edges)
     # #1 was resolved from the first sub-agent's answer before rewriting
-    assert st["sub2_rewrite"].payload["resolved"] == "Who was the first president of American Psychological Association?"
+    assert st["sub2_rewrite"].payload["resolved"] == ("Who was the first president of American Psychological "
+                                                      "Association?")
     # eq. 1 / eq. 2 in the trace
     search = st["sub1_search_1"].payload
     assert search["propositions"] and all({"sigma", "cos", "bm25"} <= set(p) for p in search["propositions"])
@@ -124,7 +126,8 @@ def test_grasp_control_flow_with_a_scripted_llm(ctx):
 
 
 def test_no_entity_selection_ablation_skips_the_llm_choice(ctx):
-    script = {"plan": [json.dumps({"plan": "p", "sub_questions": ["Who published Journal of Psychotherapy Integration?"]})],
+    script = {"plan": [json.dumps({"plan": "p",
+                                   "sub_questions": ["Who published Journal of Psychotherapy Integration?"]})],
               "rewrite": [rewrite("Journal of Psychotherapy Integration is published by", "Psychotherapy")],
               "evaluate": [evaluate("DONE", "APA")], "synthesis": [json.dumps({"answer": "APA"})]}
     llm, backend = scripted_llm(script)

@@ -2,7 +2,7 @@
 retrieval cosine ("retrieval+paths", the default), on hand-made numbers and on the small real KB."""
 import pytest
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 from retrieval.methods import make_method
 from retrieval.methods.griever.scoring import final_ranking
 

@@ -3,11 +3,11 @@ import math
 
 import pytest
 
+from retrieval.core.records import Triple
 from retrieval.methods.griever.clauses import split_relative_clauses
 from retrieval.methods.griever.matcher import Match
 from retrieval.methods.griever.rewrite import rewrite_query
 from retrieval.methods.griever.scoring import extend_paths, partial_score, passage_scores, score_triple
-from retrieval.records import Triple
 
 NAPOLEON = ("When did Napolean occupy the city where the mother of the woman who brought "
             "Louis XV style to the court died?")
@@ -90,5 +90,6 @@ def test_rewrite_without_a_relation_match_replaces_only_the_entity():
     q = "Who married the publisher of The North Star?"
     span = (q.index("The North Star"), len(q) - 1)
     st = score_triple(Triple("The North Star", "published by", "Frederick Douglass", "p", 1),
-                      {"The North Star": Match("The North Star", "The North Star", 0.9, "The North Star", span)}, {}, {})
+                      {"The North Star": Match("The North Star", "The North Star", 0.9, "The North Star", span)}, {},
+                      {})
     assert rewrite_query(q, st, 0.5, 0.3).after == "Who married the publisher of Frederick Douglass?"

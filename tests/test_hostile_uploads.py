@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from retrieval.errors import HopTraceError
+from retrieval.core.errors import HopTraceError
 from retrieval.kb.presets import build_from_files
 from ui.public import visitor_message
 

@@ -5,23 +5,22 @@ import json
 import math
 
 import pytest
+from llm_double import scripted_llm
 
 from retrieval.bench.runner import run_bench
+from retrieval.core.errors import InputError
+from retrieval.core.records import Passage, Question
 from retrieval.corpus.plain import load_plain_questions
-from retrieval.errors import InputError
-from retrieval.records import Passage, Question
-from traces.compare import compare
-from traces.experiments import Experiments, kb_fingerprint, question_record
 from traces.judging import answer_rule, llm_judge
-from traces.judging.measures import scores
+from traces.judging.judged import judged_for
 from traces.judging.pool import Pools, make_pool
 from traces.judging.qrels import Judgment, Qrels, read_trec, write_trec
-from traces.judging.judged import judged_for
 from traces.judging.service import judge_experiment
-from traces.questionsets import QuestionSets
-from traces.store import TraceStore
-
-from llm_double import scripted_llm
+from traces.stats.compare import compare
+from traces.stats.judged_measures import scores
+from traces.storage.experiments import Experiments, kb_fingerprint, question_record
+from traces.storage.questionsets import QuestionSets
+from traces.storage.store import TraceStore
 
 
 # --- question files ---------------------------------------------------------------------------------
@@ -88,7 +87,7 @@ def _hand_experiment(tmp_path, runs: dict[str, dict[str, list[str]]], ks=(5, 10)
         {"id": q, "text": f"question {q}?", "gold": [], "answers": []} for q in qids]}
     exp = exps.start("bench", "hand", "fp", "none", spec)
     from retrieval.bench.runner import QuestionResult
-    from retrieval.trace import RankedPassage, RunResult
+    from retrieval.trace.model import RankedPassage, RunResult
 
     for m, per in runs.items():
         for q, ranked in per.items():

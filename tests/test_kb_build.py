@@ -2,11 +2,11 @@ import sqlite3
 
 import pytest
 
-from retrieval.errors import KBError
+from retrieval.core.errors import KBError
+from retrieval.core.records import Passage
 from retrieval.kb import db
 from retrieval.kb.build import build_kb
 from retrieval.kb.extract.rules import RulesExtractor
-from retrieval.records import Passage
 from retrieval.store.sqlite import SQLiteStore
 
 

@@ -1,12 +1,11 @@
 """The LLM layer without a model: JSON repair, the response cache, settings, call records."""
 import pytest
+from llm_double import ScriptedBackend, scripted_llm
 
 from retrieval.llm import LLMOutputError, LLMSettings, LLMUnavailable, parse_json
 from retrieval.llm.cache import CachedReply, ResponseCache, cache_key
 from retrieval.llm.client import LLM
-from retrieval.trace import Stage
-
-from llm_double import ScriptedBackend, scripted_llm
+from retrieval.trace.model import Stage
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -31,7 +30,8 @@ def test_unparsable_output_names_the_problem(text):
 def test_one_repair_request_then_a_clear_error():
     llm, backend = scripted_llm({"read": ["I cannot answer in JSON, sorry.", '{"triples": [["A", "b", "C"]]}']})
     st = Stage("read", "read")
-    assert llm.json(st, "read", [{"role": "user", "content": "x"}], {"type": "object"}) == {"triples": [["A", "b", "C"]]}
+    assert llm.json(st, "read", [{"role": "user", "content": "x"}], {"type": "object"}) == {"triples": [["A", "b",
+                                                                                                         "C"]]}
     assert backend.purposes() == ["read", "read (repair)"]
     # the repair request shows the model its own answer and what was wrong with it
     repair_msgs = backend.requests[1][1]
@@ -56,7 +56,8 @@ def test_an_answer_cut_off_at_the_token_limit_is_asked_again_sampling_not_shown_
             raise ValueError("expected an object with triples")
         return v
 
-    assert llm.json(None, "read", msgs, {"type": "object"}, need_triples, max_tokens=10) == {"triples": [["A", "b", "C"]]}
+    assert llm.json(None, "read", msgs, {"type": "object"}, need_triples, max_tokens=10) == {"triples": [["A", "b",
+                                                                                                          "C"]]}
     assert backend.purposes() == ["read", "read (repair)"]
     assert backend.requests[1][1] == msgs  # the loop is not fed back into the prompt
     (t0, s0), (t1, s1) = backend.sampling
@@ -107,8 +108,9 @@ def test_settings_parse_specs_and_reject_bad_ones():
 
 
 def test_unreachable_endpoint_fails_with_a_clear_error():
-    from retrieval.llm import LLMCallError, get_llm
     import socket
+
+    from retrieval.llm import LLMCallError, get_llm
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here once the socket closes

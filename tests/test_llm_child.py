@@ -27,7 +27,8 @@ PARENT = textwrap.dedent("""
     from retrieval.llm import LLMSettings
     from retrieval.llm.backends import EmbeddedLlamaCpp
     box = {}
-    t = threading.Thread(target=lambda: box.update(srv=EmbeddedLlamaCpp.shared(LLMSettings(backend="local", n_ctx=512))))
+    settings = LLMSettings(backend="local", n_ctx=512)
+    t = threading.Thread(target=lambda: box.update(srv=EmbeddedLlamaCpp.shared(settings)))
     t.start(); t.join()
     print(box["srv"].proc.pid, flush=True)
     if sys.argv[1] == "crash":

@@ -68,5 +68,7 @@ def test_the_real_model_writes_a_marked_answer_without_spaces_and_an_unmarked_on
     assert value["triples"], tight
     assert tight.strip() == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     assert ", " in spaced or ": " in spaced, spaced  # unmarked: llama-cpp-python's grammar, spaces allowed
-    n = lambda s: len(llm.tokenize(s.encode(), add_bos=False))
+    def n(s):
+        return len(llm.tokenize(s.encode(), add_bos=False))
+
     assert n(tight) < n(spaced), (tight, spaced)

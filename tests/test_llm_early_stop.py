@@ -8,8 +8,7 @@ import re
 import pytest
 
 from retrieval.llm import compact, early_stop
-from retrieval.methods.grasp.prompts import (DONE_ANSWERED, evaluate_messages, evaluate_schema,
-                                             parse_evaluation)
+from retrieval.methods.grasp.prompts import DONE_ANSWERED, evaluate_messages, evaluate_schema, parse_evaluation
 
 
 def test_the_done_pattern_matches_a_closed_answer_after_done_only():
@@ -38,7 +37,7 @@ def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
     assert endpoint.response_format(schema, "evaluate")["json_schema"]["schema"] == plain
     embedded = EmbeddedLlamaCpp.__new__(EmbeddedLlamaCpp)
     assert embedded.response_format(schema, "evaluate")["schema"] is schema
-    with pytest.raises(Exception):
+    with pytest.raises(re.error):
         early_stop.mark({}, "(unclosed")
     with pytest.raises(ValueError, match="empty"):
         early_stop.mark({}, "")

@@ -8,17 +8,15 @@ import threading
 import time
 
 import pytest
+from llm_double import scripted_llm as _scripted_llm
 
 from retrieval.cli import main
+from retrieval.core.records import Passage, Question
 from retrieval.kb.build import build_kb, extracted_passage_ids
 from retrieval.kb.extract.llm import TASKS, LLMExtractor, estimate, llm_extractors
 from retrieval.kb.extract.llm.tasks import JOINT
 from retrieval.kb.presets import sample_corpus
-from retrieval.llm import LLMSettings
-from retrieval.records import Passage, Question
-
-from llm_double import scripted_llm as _scripted_llm
-from retrieval.llm import LLM
+from retrieval.llm import LLM, LLMSettings
 from retrieval.llm.backends import RawReply
 
 
@@ -128,7 +126,8 @@ def test_one_read_build_sends_one_request_a_passage_and_fills_every_layer(tmp_pa
     assert rows(kb, "SELECT count(*) FROM events")[0][0] == 3
     assert rows(kb, "SELECT count(*) FROM propositions")[0][0] == 6
     assert rows(kb, "SELECT type FROM entities WHERE name='City 2'") == [("location",)]
-    assert {r[0] for r in rows(kb, "SELECT extractor FROM extraction_state")} == {"llm@1/one-read2:scripted-test-double"}
+    assert {r[0] for r in rows(kb,
+                               "SELECT extractor FROM extraction_state")} == {"llm@1/one-read2:scripted-test-double"}
     # a single layer asked of the LLM keeps its paper's own prompt
     assert [e.task.layer for e in llm_extractors(llm, ["triples"], reads="one")] == ["triples"]
 
@@ -261,7 +260,8 @@ def test_a_build_calibrates_speed_and_output_size_and_later_estimates_use_both(t
     # a second build measures against the unscaled size model: the factor does not compound
     calibrate("m", after, [{"layer": "joint", "passages": 5, "tokens_in": row.tokens_in,
                             "tokens_out": written, "seconds": seconds, "cached_calls": 0}])
-    assert estimate(P, list(TASKS), settings, counter=counter, reads="one").rows[0].out_factor == pytest.approx(1.5, abs=0.01)
+    assert estimate(P, list(TASKS), settings, counter=counter, reads="one").rows[0].out_factor == pytest.approx(1.5,
+                                                                                                                abs=0.01)
 
 
 def test_sample_keeps_only_answerable_questions():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from retrieval.kb.extract.llm import BUILD_DRAFT_TOKENS, extraction_settings
 from retrieval.llm import LLMSettings
 from retrieval.llm.backends import EmbeddedLlamaCpp
 from retrieval.llm.lookup import IM_START, PromptLookupDraft
-from retrieval.kb.extract.llm import BUILD_DRAFT_TOKENS, extraction_settings
 
 
 def ids(*parts: list[int]) -> np.ndarray:
@@ -86,7 +86,7 @@ def test_a_real_server_with_drafts_writes_grammar_valid_json(monkeypatch):
 
 
 def test_one_check_names_the_flag_or_the_variable_that_is_out_of_range(monkeypatch):
-    from retrieval.errors import ConfigError
+    from retrieval.core.errors import ConfigError
 
     monkeypatch.delenv("HOPTRACE_DRAFT_TOKENS", raising=False)
     local = LLMSettings.parse("local")

@@ -40,12 +40,15 @@ def _altered_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
 ALTERATIONS = {
     # A renamed keyword would send every reply back to the stock sampler without a word.
     "renamed keyword": ("llama.py", "        grammar: Optional[LlamaGrammar] = None,\n    ):\n        sampler = ",
-                        "        grammar_: Optional[LlamaGrammar] = None,\n    ):\n        grammar = grammar_\n        sampler = ",
+                        "        grammar_: Optional[LlamaGrammar] = None,\n    ):\n        grammar = grammar_\n       "
+                        " sampler = ",
                         "Llama._init_sampler lacks parameter(s) grammar"),
     # Grammars that stop passing through the builder would ignore the compact and stop marks.
-    "grammar builder bypassed": ("llama_chat_format.py", "        return _grammar_for_json_schema(\n            json.dumps(response_format",
+    "grammar builder bypassed": ("llama_chat_format.py", "        return _grammar_for_json_schema(\n            "
+                                                         "json.dumps(response_format",
                                  "        return _grammar_for_json_schema_v2(\n            json.dumps(response_format",
-                                 "llama_chat_format._grammar_for_response_format no longer contains '_grammar_for_json_schema('"),
+                                 "llama_chat_format._grammar_for_response_format no longer contains "
+                                 "'_grammar_for_json_schema('"),
     "another version": ("__init__.py", f'__version__ = "{patches.PINNED}"', '__version__ = "0.3.99"',
                         f"llama-cpp-python is 0.3.99, the patches were written for {patches.PINNED}"),
 }
@@ -177,8 +180,8 @@ def test_drafts_are_proposed_and_checked_on_a_prompt_longer_than_n_batch(monkeyp
     """Extraction's setting (drafts on), a prompt longer than the server's n_batch (512): the
     prompt is read in several batches, the drafts are still checked, and the reply parses."""
     monkeypatch.setenv("HOPTRACE_LLM_CACHE", "0")
-    from retrieval.llm.backends import EmbeddedLlamaCpp
     from retrieval.kb.extract.llm import extraction_settings
+    from retrieval.llm.backends import EmbeddedLlamaCpp
     from retrieval.llm.settings import LLMSettings
 
     server = EmbeddedLlamaCpp.shared(extraction_settings(LLMSettings.parse("local"), 3))

@@ -1,6 +1,6 @@
 import pytest
 
-from retrieval.errors import ConfigError, InputError
+from retrieval.core.errors import ConfigError, InputError
 from retrieval.methods import METHODS, make_method
 
 QUESTION = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
@@ -48,7 +48,7 @@ def test_a_crashing_stage_becomes_a_failed_run_not_an_exception(ctx, monkeypatch
 
 
 def test_trace_round_trips_through_json(ctx):
-    from retrieval.trace import RunResult
+    from retrieval.trace.model import RunResult
     run = make_method("rrf_hybrid", ctx).run(QUESTION, k=3)
     again = RunResult.from_dict(run.to_dict())
     assert again.to_dict() == run.to_dict()

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from retrieval.errors import ConfigError, InputError
+from retrieval.core.errors import ConfigError, InputError
+from retrieval.core.records import Passage
 from retrieval.kb.extract.openie_import import OpenIEImport
 from retrieval.kb.presets import ExtractionPlan
-from retrieval.records import Passage
 
 
 def _openie(tmp_path):

@@ -1,5 +1,5 @@
-"""Runs as OpenTelemetry spans with the OpenInference conventions (traces/otel.py), written to OTLP
-JSON, sent live without ever costing a request (traces/otel_export.py), read back from a trace file
+"""Runs as OpenTelemetry spans with the OpenInference conventions (traces/otel/spans.py), written to OTLP
+JSON, sent live without ever costing a request (traces/otel/export.py), read back from a trace file
 without changing it."""
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import socket
 import threading
 
 import pytest
-from openinference.semconv.trace import (DocumentAttributes, MessageAttributes, RerankerAttributes,
-                                         SpanAttributes)
+from openinference.semconv.trace import DocumentAttributes, MessageAttributes, RerankerAttributes, SpanAttributes
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from retrieval.errors import InputError
-from retrieval.trace import LLMCall, RankedPassage, RunResult, Stage
-from traces.otel import GOLD_FATES, GOLD_IDS, STAGE_PAYLOAD, RunContext, run_spans, trace_id
-from traces.otel_export import JsonlFileExporter, LiveExport, PassageTexts, check_reachable, endpoint_url
-from traces.store import TraceReader, TraceStore
+from retrieval.core.errors import InputError
+from retrieval.trace.model import LLMCall, RankedPassage, RunResult, Stage
+from traces.otel.export import JsonlFileExporter, LiveExport, PassageTexts, check_reachable, endpoint_url
+from traces.otel.spans import GOLD_FATES, GOLD_IDS, STAGE_PAYLOAD, RunContext, run_spans, trace_id
+from traces.storage.store import TraceReader, TraceStore
 
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
 T0 = 1_790_000_000.0
@@ -39,7 +38,8 @@ def _run(method: str = "sag") -> RunResult:
     stages = [
         Stage("encode", "Encode", T0, 5.0, payload={"model": "all-MiniLM-L6-v2", "dim": 384}),
         Stage("bm25", "BM25", T0 + 0.1, 2.0, payload={"query": "where was B born", "candidates": [
-            {"passage_id": "p-gold", "title": "B", "score": 12.5}, {"passage_id": "p-lost", "title": "C", "score": 3.0}]}),
+            {"passage_id": "p-gold", "title": "B", "score": 12.5}, {"passage_id": "p-lost", "title": "C",
+                                                                    "score": 3.0}]}),
         coarse, rerank,
         Stage("merge", "Merge", T0 + 0.8, 1.0, status="error", message="boom", payload={"k_out": 2}),
         Stage("ranking", "Ranking", T0 + 0.81, 0.5, payload={"ranked": [{"rank": 1, "passage_id": "p-gold"}]}),
@@ -63,7 +63,8 @@ def test_each_stage_becomes_a_span_of_the_kind_that_fits_with_its_times_and_pare
     assert [by[n].attributes[KIND] for n in ("sag", "encode", "bm25", "coarse_rank", "rerank", "merge", "llm rerank")] \
         == ["CHAIN", "EMBEDDING", "RETRIEVER", "CHAIN", "RERANKER", "CHAIN", "LLM"]
     # recorded start and latency become the span's times
-    assert by["bm25"].start_time == int(round((T0 + 0.1) * 1e9)) and by["bm25"].end_time - by["bm25"].start_time == 2_000_000
+    assert by["bm25"].start_time == int(round((T0 + 0.1) * 1e9))
+    assert by["bm25"].end_time - by["bm25"].start_time == 2_000_000
     assert root.start_time == int(round(T0 * 1e9)) and root.end_time == int(round((T0 + 0.9) * 1e9))
     # the LLM call is a child of its stage, at its own start
     llm = by["llm rerank"]
@@ -114,18 +115,21 @@ def test_the_root_names_the_session_the_gold_and_the_stage_that_lost_each():
 
 
 def test_grasp_is_an_agent_whose_sub_agents_group_their_stages():
-    stages = [Stage("plan", "Plan", T0, 10.0), Stage("sub1_rewrite", "r", T0 + 0.1, 5.0, payload={"sub_question": "Who?"}),
+    stages = [Stage("plan", "Plan", T0, 10.0), Stage("sub1_rewrite", "r", T0 + 0.1, 5.0,
+                                                     payload={"sub_question": "Who?"}),
               Stage("sub1_search_1", "s", T0 + 0.2, 5.0, payload={"statement": "who", "propositions": [
                   {"proposition": "X founded Y.", "sigma": 0.9}]}),
               Stage("sub2_rewrite", "r", T0 + 0.3, 5.0), Stage("synthesis", "S", T0 + 0.4, 5.0)]
     spans = run_spans(RunResult("grasp", "Q?", stages=stages, latency_ms=405.0), RunContext("g-1"))
     by = _by_name(spans)
     assert by["grasp"].attributes[KIND] == "AGENT"
-    assert by["sub-agent 1"].attributes[KIND] == "AGENT" and by["sub-agent 1"].attributes[SpanAttributes.INPUT_VALUE] == "Who?"
+    assert by["sub-agent 1"].attributes[KIND] == "AGENT"
+    assert by["sub-agent 1"].attributes[SpanAttributes.INPUT_VALUE] == "Who?"
     assert by["sub1_search_1"].parent.span_id == by["sub-agent 1"].context.span_id
     assert by["sub2_rewrite"].parent.span_id == by["sub-agent 2"].context.span_id
     assert by["plan"].parent.span_id == by["grasp"].context.span_id
-    assert by["sub1_search_1"].attributes[f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.0.{DocumentAttributes.DOCUMENT_CONTENT}"] \
+    content = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.0.{DocumentAttributes.DOCUMENT_CONTENT}"
+    assert by["sub1_search_1"].attributes[content] \
         == "X founded Y."
     assert abs(by["sub-agent 1"].end_time - (T0 + 0.205) * 1e9) < 1e3  # its last stage's end (float seconds)
 

@@ -20,9 +20,9 @@ from openinference.semconv.trace import DocumentAttributes, SpanAttributes
 
 from retrieval.cli import main
 from retrieval.showcase import SHOWCASE_DIR, load
-from traces.otel import RunContext, run_spans, trace_id
-from traces.otel_export import LiveExport
-from traces.store import TraceStore
+from traces.otel.export import LiveExport
+from traces.otel.spans import RunContext, run_spans, trace_id
+from traces.storage.store import TraceStore
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +132,8 @@ def test_phoenix_receives_stored_griever_sag_and_grasp_runs_as_sent(phoenix, tmp
     sid = store.new_session("demo", item.question)
     rids = [store.save_run(sid, "demo", r, item.gold) for r in runs]
     monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
-    assert main(["export", "--otlp", phoenix, "--runs", ",".join(rids), "--traces", str(tmp_path / "traces.sqlite")]) == 0
+    assert main(["export", "--otlp", phoenix, "--runs", ",".join(rids), "--traces",
+                 str(tmp_path / "traces.sqlite")]) == 0
     got = {r.method: _check_trace(phoenix, r, rid, sid, item.gold) for r, rid in zip(runs, rids)}
     # GRIEVER's retrieval stages arrive with their documents, in order, with scores
     griever = runs[0]

@@ -4,12 +4,11 @@ import dataclasses
 import json
 
 import pytest
+from llm_double import scripted_llm
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 from retrieval.llm import LLMSettings
 from retrieval.methods import make_method, profiles
-
-from llm_double import scripted_llm
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.core.records import Passage
 from retrieval.llm.backends import chatml
 from retrieval.methods import answer
 from retrieval.methods.gear import prompts as gear
 from retrieval.methods.grasp import prompts as grasp
 from retrieval.methods.sag import prompts as sag
-from retrieval.records import Passage
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from retrieval.errors import InputError
-from retrieval.trace import RunResult
-from traces.store import TraceStore
+from retrieval.core.errors import InputError
+from retrieval.trace.model import RunResult
+from traces.storage.store import TraceStore
 from ui.public import LimitError, PublicLimits, RateLimiter
 
 
@@ -110,8 +110,8 @@ def test_a_kb_a_visitor_builds_is_theirs_alone_in_public_mode(small_kb, small_co
     """Listed for its builder only; asking on it as someone else answers as if it did not exist."""
     import shutil
 
+    from retrieval.core.paths import kb_dir
     from retrieval.llm.settings import LLMSettings
-    from retrieval.paths import kb_dir
     from ui.ask import run_side_by_side
     from ui.state import AppState
 
@@ -141,8 +141,8 @@ def test_a_damaged_or_unfinished_kb_is_listed_with_its_reason_and_not_served(sma
     says what is wrong with the others, naming files, never folders."""
     import shutil
 
+    from retrieval.core.paths import kb_dir
     from retrieval.llm.settings import LLMSettings
-    from retrieval.paths import kb_dir
     from ui.state import AppState
 
     made = [kb_dir() / "soundkb.sqlite", kb_dir() / "brokenkb.sqlite", kb_dir() / "halfkb.sqlite.building"]

@@ -51,8 +51,8 @@ def test_live_llm_requests_per_address_are_held_and_released():
 
 @pytest.fixture(scope="module")
 def public_server(small_kb, tmp_path_factory):
+    from retrieval.core.paths import kb_dir
     from retrieval.llm.settings import LLMSettings
-    from retrieval.paths import kb_dir
     from ui.app import build, serve
     from ui.benchmark import free_port
     from ui.state import AppState

@@ -1,5 +1,5 @@
 """The UI renderers escape every untrusted string."""
-from retrieval.trace import RankedPassage, RunResult, Stage, Subgraph
+from retrieval.trace.model import RankedPassage, RunResult, Stage, Subgraph
 from ui import render
 
 EVIL = "<img src=x onerror=alert(1)>"

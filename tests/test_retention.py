@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError, InputError
 from retrieval.methods import make_method
-from traces.experiments import Experiments
-from traces.retention import Pruner, Retention, prune, used_bytes
-from traces.store import TraceStore
+from traces.storage.experiments import Experiments
+from traces.storage.retention import Pruner, Retention, prune, used_bytes
+from traces.storage.store import TraceStore
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 
@@ -18,7 +18,7 @@ Q = "Who was the first president of the association which published Journal of P
 def _fill(store: TraceStore, ctx, n_sessions: int, runs_each: int = 3) -> list[str]:
     run = make_method("griever", ctx).run(Q, k=5)
     sids = []
-    for i in range(n_sessions):
+    for _ in range(n_sessions):
         sid = store.new_session("small", Q)
         for _ in range(runs_each):
             store.save_run(sid, "small", run)
@@ -46,7 +46,7 @@ def test_sessions_past_the_age_bound_go_with_their_runs_and_experiments(tmp_path
     assert len(store.list_runs()) == 6
     left = store.db.execute("SELECT count(*) FROM stages WHERE run_id NOT IN (SELECT id FROM runs)").fetchone()[0]
     assert left == 0                                  # no orphan stage rows
-    with pytest.raises(Exception):
+    with pytest.raises(InputError):
         exps.get(exp.id)
 
 
@@ -88,7 +88,7 @@ def test_retention_settings_come_from_the_environment_and_bad_values_are_named(m
 
 
 def test_a_link_to_a_pruned_session_says_it_expired():
-    from ui.app import _expired
+    from ui.tabs.shared import _expired
 
     assert "has expired" in _expired("comparison")
 

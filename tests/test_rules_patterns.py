@@ -2,8 +2,8 @@
 stated (spaCy's en_core_web_sm parses them; the passages are made up)."""
 import pytest
 
+from retrieval.core.records import Passage
 from retrieval.kb.extract.rules import RulesExtractor
-from retrieval.records import Passage
 
 
 def triples(title: str, text: str) -> set[tuple[str, str, str]]:
@@ -13,7 +13,8 @@ def triples(title: str, text: str) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("title, text, expected", [
     # a definite class noun stands for the title ("The journal …" after "X is a … journal")
-    ("Journal of Ora Studies", "The Journal of Ora Studies is a quarterly journal. The journal was first published in 1963.",
+    ("Journal of Ora Studies", "The Journal of Ora Studies is a quarterly journal. The journal was first published in "
+                               "1963.",
      ("Journal of Ora Studies", "first published in", "1963")),
     # the clause of a copula's attribute is about the subject
     ("Film Weekly Ora", "Film Weekly Ora is a trade magazine published by Ora Media Group.",
@@ -36,7 +37,8 @@ def triples(title: str, text: str) -> set[tuple[str, str, str]]:
     # the title's last word stands for it ("Snow moved …" in "Hank Snow")
     ("Hank Snow", "Snow moved to Nashville in 1949.", ("Hank Snow", "moved to", "Nashville")),
     # an open clausal complement joins the verb ("began recording for")
-    ("Hank Snow", "Hank Snow began recording for RCA Victor in 1949.", ("Hank Snow", "began recording for", "RCA Victor")),
+    ("Hank Snow", "Hank Snow began recording for RCA Victor in 1949.", ("Hank Snow", "began recording for",
+                                                                        "RCA Victor")),
     # an appositive common noun with a preposition
     ("Kothmale Oya", "The falls are formed by Kothmale Oya, a tributary of the Mahaweli River.",
      ("Kothmale Oya", "tributary of", "Mahaweli River")),

@@ -6,12 +6,11 @@ import json
 import sqlite3
 
 import pytest
+from llm_double import scripted_llm
 
 from retrieval.methods import make_method
 from retrieval.methods.sag.expand import expand
 from retrieval.methods.sag.prompts import parse_entities, rerank_parser
-
-from llm_double import scripted_llm
 
 # Hand-made hyperedges: event → entities.
 #   E1: A, B      E2: B, C      E3: C, D      E4: D, E      E5: F (isolated)
@@ -73,7 +72,8 @@ def test_sag_stages_form_the_auditable_chain(ctx):
     run, backend = run_sag(ctx, {"query entities": [ents], "rerank": [json.dumps({"selected": [2, 1]})]})
     assert run.status == "ok", run.error
     names = [s.name for s in run.stages]
-    assert names == ["profile", "query_entities", "entity_expansion", "seed_events", "expansion", "coarse_rank", "rerank",
+    assert names == ["profile", "query_entities", "entity_expansion", "seed_events", "expansion", "coarse_rank",
+                     "rerank",
                      "direct_chunks", "merge", "ranking"]
     st = {s.name: s for s in run.stages}
     match = st["entity_expansion"].payload["expanded"][0]["matches"]

@@ -5,12 +5,11 @@ import gzip
 import json
 
 import pytest
+from llm_double import scripted_llm
 
 from retrieval import showcase
-from retrieval.errors import HopTraceError
+from retrieval.core.errors import HopTraceError
 from retrieval.methods.sag import prompts as sag_prompts
-
-from llm_double import scripted_llm
 
 ENTS = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
 
@@ -132,7 +131,8 @@ def test_the_shipped_showcase_matches_the_current_code():
 
     data = json.loads(gzip.decompress((SHOWCASE_DIR / "demo.json.gz").read_bytes()))
     stale = [m for m, fp in data["fingerprints"].items() if fp != fingerprint(m)]
-    assert not stale, f"the shipped showcase is stale for {stale}: re-record with hoptrace record-showcase --update --methods ..."
+    assert not stale, (f"the shipped showcase is stale for {stale}: re-record with hoptrace record-showcase "
+                       "--update --methods ...")
 
 
 def test_the_fingerprint_follows_code_not_imports_docstrings_or_where_a_definition_lives(tmp_path):

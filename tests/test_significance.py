@@ -8,7 +8,7 @@ import pytest
 from retrieval.bench.metrics import parse_metric, per_question_scores
 from retrieval.bench.runner import QuestionResult
 from retrieval.bench.significance import holm, mean_interval, paired, verdict
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 
 
 def test_identical_runs_give_p_one_and_an_interval_around_zero():

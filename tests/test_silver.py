@@ -1,8 +1,8 @@
 """The silver-reference scorer on hand-made triples with stated numbers."""
 import numpy as np
 
-from retrieval.kb.extract.silver import match_triples, same_entity, score, embedding_similarity
-from retrieval.records import EntityLink, Extraction, Triple
+from retrieval.core.records import EntityLink, Extraction, Triple
+from retrieval.kb.extract.silver import embedding_similarity, match_triples, same_entity, score
 
 
 def jaccard(a, b):

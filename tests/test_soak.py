@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from retrieval.paths import kb_dir
+from retrieval.core.paths import kb_dir
 
 
 def test_a_short_soak_reports_no_error_no_lost_or_mixed_trace(small_kb):

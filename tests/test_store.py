@@ -3,7 +3,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 from retrieval.store.base import Filter, Hit, rrf
 from retrieval.store.sqlite import fts_query
 
@@ -27,7 +27,8 @@ def test_knn_ranks_by_cosine(small_store, embedder):
 def test_filters_ids_in_not_in_and_any_of(small_store, embedder):
     top = small_store.bm25("passages", "journal physics", 5)
     first = top[0].id
-    assert first not in [h.id for h in small_store.bm25("passages", "journal physics", 5, Filter.make(ids_not_in=[first]))]
+    assert first not in [h.id for h in small_store.bm25("passages", "journal physics", 5,
+                                                        Filter.make(ids_not_in=[first]))]
     only = Filter.make(ids_in=[top[2].id])
     assert [h.id for h in small_store.bm25("passages", "journal physics", 5, only)] == [top[2].id]
     v = embedder.encode(["journal physics"])[0]
@@ -35,8 +36,8 @@ def test_filters_ids_in_not_in_and_any_of(small_store, embedder):
     # any_of on the subjects of a passage's triples (GRIEVER's join filter)
     by_subject = Filter.make(subjects=["Journal of Mathematical Physics"])
     hits = small_store.knn("passages", v, 10, by_subject)
-    assert hits and all("Journal of Mathematical Physics" in {t.subject for t in small_store.triples_of_passages([h.id])}
-                        for h in hits)
+    assert hits and all("Journal of Mathematical Physics" in
+                        {t.subject for t in small_store.triples_of_passages([h.id])} for h in hits)
     assert small_store.bm25("passages", "journal", 5, Filter.make(subjects=["no such entity"])) == []
     with pytest.raises(ConfigError, match="no keyword field 'colour'"):
         small_store.bm25("passages", "journal", 5, Filter.make(colour=["red"]))
@@ -56,7 +57,8 @@ def test_rrf_scores():
 
 
 @pytest.mark.parametrize("evil", [
-    "'; DROP TABLE passages; --", 'journal" OR 1=1 --', "NEAR(journal physics)", "title:journal*", "\"\"\"", "AND OR NOT",
+    "'; DROP TABLE passages; --", 'journal" OR 1=1 --', "NEAR(journal physics)", "title:journal*", "\"\"\"",
+    "AND OR NOT",
 ])
 def test_query_text_never_becomes_sql_or_fts_syntax(small_store, small_kb, evil):
     before = sqlite3.connect(small_kb).execute("SELECT count(*) FROM passages").fetchone()[0]

@@ -30,6 +30,7 @@ def test_bench_store_rejects_bad_sizes(capsys):
 
 def test_synthetic_titles_are_unique_names():
     import numpy as np
+
     from retrieval.bench.store_scale import _namer
 
     name = _namer(np.random.default_rng(0), 20_000)

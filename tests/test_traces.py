@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-from retrieval.errors import InputError
+from retrieval.core.errors import InputError
 from retrieval.methods import make_method
-from retrieval.gold import gold_fates
-from traces.store import TraceStore
+from retrieval.trace.gold import gold_fates
+from traces.storage.store import TraceStore
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 
@@ -37,9 +37,10 @@ def test_a_stored_run_replays_exactly(traces, ctx, small_store):
 def test_run_json_is_the_same_as_dumping_its_dict():
     import numpy as np
 
-    from retrieval.trace import LLMCall, RankedPassage, RunResult, Stage
+    from retrieval.trace.model import LLMCall, RankedPassage, RunResult, Stage
 
-    st = Stage("s", "a stage", tokens_in=7, payload={"rows": [{"n": np.float32(0.5), "pair": ("a", 1)}], 3: {"x"}, "none": None},
+    st = Stage("s", "a stage", tokens_in=7, payload={"rows": [{"n": np.float32(0.5), "pair": ("a", 1)}], 3: {"x"},
+                                                     "none": None},
                llm_calls=[LLMCall(model="m", prompt="p", completion="c", tokens_in=7, tokens_out=2, latency_ms=1.0)])
     run = RunResult("bm25", Q, ranked=[RankedPassage("p1", 0.9, "T")], stages=[st], answer="A")
     # numpy scalars as numbers (orjson), everything else unknown as its str, as json.dumps(default=str)
@@ -50,10 +51,11 @@ def test_run_json_is_the_same_as_dumping_its_dict():
 
 
 def test_a_stored_run_keeps_every_stage_and_call_row(traces, ctx):
-    from retrieval.trace import LLMCall
+    from retrieval.trace.model import LLMCall
 
     run = make_method("bm25", ctx).run(Q, k=3)
-    run.stages[0].llm_calls.append(LLMCall(model="m", prompt="p", completion="c", tokens_in=5, tokens_out=1, latency_ms=1.0))
+    run.stages[0].llm_calls.append(LLMCall(model="m", prompt="p", completion="c", tokens_in=5, tokens_out=1,
+                                           latency_ms=1.0))
     run.stages[0].tokens_in = 5
     rid = traces.save_run(traces.new_session("small", Q), "small", run, ["x"], 3)
     row = traces.db.execute("SELECT method, k, recall, tokens_in FROM runs WHERE id=?", [rid]).fetchone()
@@ -102,7 +104,7 @@ def test_gold_fate_names_the_stage_where_a_gold_passage_was_lost(ctx, small_stor
 
 @pytest.mark.parametrize("damage", ["not a database", "truncated"])
 def test_a_damaged_trace_file_is_kept_aside_and_a_fresh_one_used(tmp_path, ctx, damage):
-    from traces.store import TraceStore, check_file
+    from traces.storage.store import TraceStore, check_file
 
     path = tmp_path / "traces.sqlite"
     if damage == "not a database":
@@ -134,7 +136,7 @@ def test_a_used_stage_stores_its_fields_and_nothing_of_its_live_state():
     """Live progress, the tracer's listener and a subgraph's id index are not part of the record."""
     from dataclasses import fields
 
-    from retrieval.trace import RunResult, Stage, Tracer
+    from retrieval.trace.model import RunResult, Stage, Tracer
 
     tracer = Tracer(on_progress=lambda st: None)
     with tracer.stage("s", "a stage") as st:

@@ -1,7 +1,7 @@
 import pytest
 
-from retrieval.errors import InputError
-from retrieval.validate import check_question
+from retrieval.core.errors import InputError
+from retrieval.core.validate import check_question
 
 
 @pytest.mark.parametrize("text,message", [

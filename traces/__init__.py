@@ -1,1 +1,2 @@
-"""Trace persistence (runs, stages, LLM calls in SQLite). The record types live in retrieval.trace."""
+"""Everything done with stored runs, one package a concern: storage/ (the trace database), stats/
+(experiments compared), judging/ (evidence without gold) and otel/ (span export)."""

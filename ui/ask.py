@@ -9,11 +9,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
-from retrieval.embed import SharedQueries
-from retrieval.errors import HopTraceError
+from retrieval.core.errors import HopTraceError
+from retrieval.core.validate import check_question
+from retrieval.encoders.embedder import SharedQueries
 from retrieval.methods import make_method, uses_llm
-from retrieval.trace import RunResult, Stage, count_reused
-from retrieval.validate import check_question
+from retrieval.trace.model import RunResult, Stage, count_reused
 
 from .state import AppState
 

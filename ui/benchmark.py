@@ -16,8 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from retrieval.errors import ConfigError
-from retrieval.paths import REPO_ROOT
+from retrieval.core.errors import ConfigError
+from retrieval.core.paths import REPO_ROOT
 from retrieval.kb.presets import demo_path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -95,7 +95,9 @@ def _clicks(url: str, runs: int, question: str | None) -> tuple[list[float], lis
                 const obs = new MutationObserver(() => {
                     const c = col();
                     if (c && first === null && c.querySelector('.ht-stage')) first = performance.now() - t0;
-                    if (c && c.querySelector('table.ht-ranking')) { obs.disconnect(); resolve([first, performance.now() - t0]); }
+                    if (c && c.querySelector('table.ht-ranking')) {
+                        obs.disconnect(); resolve([first, performance.now() - t0]);
+                    }
                 });
                 obs.observe(document.body, {childList: true, subtree: true, characterData: true});
                 document.querySelector('#run').click();

@@ -1,6 +1,6 @@
 """The Benchmark tab's experiments: list them, compare two methods question by question, and
-open a question's two stored runs side by side. Renders what traces/compare.py computes; no
-Gradio here, so the handlers in ui/app.py stay thin and this stays testable."""
+open a question's two stored runs side by side. Renders what traces/stats/compare.py computes; no
+Gradio here, so the handlers in ui/tabs/benchmark.py stay thin and this stays testable."""
 from __future__ import annotations
 
 import threading
@@ -8,13 +8,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
-from retrieval.errors import HopTraceError, InputError
-from traces.compare import Comparison, compare, means_figure
-from traces.experiments import Experiment, Experiments
-from traces.funnel import breakdown_figure, funnel_figure
-from traces.judging.measures import is_judged_metric
-from traces.judging.qrels import Qrels
+from retrieval.core.errors import HopTraceError, InputError
 from traces.judging.judged import judged_for
+from traces.judging.qrels import Qrels
+from traces.stats.compare import Comparison, compare, means_figure
+from traces.stats.funnel import breakdown_figure, funnel_figure
+from traces.stats.judged_measures import is_judged_metric
+from traces.storage.experiments import Experiment, Experiments
 
 from . import render
 

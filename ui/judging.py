@@ -3,7 +3,7 @@
 Which methods retrieved a passage, and the LLM's or the rule's grade, stay hidden until the
 person has graded it, so neither biases them; after a grade they show for that passage. A
 person's grade is stored as their own judgment (a public visitor's belong to that visitor) and
-overrides the automatic judges' in every judged measure. No Gradio here: ui/judge_tab.py wires it.
+overrides the automatic judges' in every judged measure. No Gradio here: ui/tabs/judge.py wires it.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from retrieval.errors import InputError
-from traces.experiments import Experiment, Experiments
+from retrieval.core.errors import InputError
 from traces.judging.pool import Pool, Pools
 from traces.judging.qrels import GRADES, Judgment, Qrels
+from traces.storage.experiments import Experiment, Experiments
 
 from . import render
 

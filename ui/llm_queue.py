@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from retrieval.envvars import positive_number
+from retrieval.core.envvars import positive_number
 from retrieval.methods import uses_llm
 
 from .picker import EXPECTED_EMBEDDED_S

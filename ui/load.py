@@ -22,9 +22,9 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
+from retrieval.core.paths import REPO_ROOT
 from retrieval.kb.presets import demo_path
-from retrieval.paths import REPO_ROOT
 
 from .benchmark import free_port
 
@@ -40,7 +40,7 @@ def _start_app(traces: Path, app_dir: Path = REPO_ROOT, env: Optional[dict] = No
     port = free_port()
     # A home of its own whose kbs/ is the real one: the load's traces stay out of the user's
     # trace file, for this version and for an older checkout (--app-dir) alike.
-    from retrieval.paths import kb_dir
+    from retrieval.core.paths import kb_dir
 
     (traces.parent / "kbs").symlink_to(kb_dir().resolve(), target_is_directory=True)
     models = kb_dir().parent / "models"  # exported encoders: not re-exported under load
@@ -92,7 +92,8 @@ def _ask(client, question: str, methods: list[str], k: int, visitor: str = "load
     return time.perf_counter() - t0
 
 
-def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = ("bm25", "dense", "composed", "griever"),
+def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = ("bm25", "dense", "composed",
+                                                                                 "griever"),
               k: int = 5, solo: int = 20, max_requests: int = 2000, app_dir: Path = REPO_ROOT) -> dict:
     """`app_dir`: another checkout's app.py (a before/after of the same load)."""
     from gradio_client import Client
@@ -189,7 +190,7 @@ def compare_with_bench(shown: dict, methods: tuple[str, ...], k: int = 5, limit:
     question as a click comes (issue 17 item 9: a column must read within 1.5x of the method
     alone). LLM methods are left out: their seconds do not depend on the CPU's caches."""
     from retrieval.bench.runner import run_bench
-    from retrieval.embed import get_embedder
+    from retrieval.encoders.embedder import get_embedder
     from retrieval.methods import Context, uses_llm
     from retrieval.store import open_store
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from retrieval.errors import InputError
+from retrieval.core.errors import InputError
 
 
 class LimitError(InputError):

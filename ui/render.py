@@ -1,6 +1,6 @@
 """Stage records → the app's HTML and plotly figures. Pure functions of the records; no method code.
 
-The panels and columns themselves are retrieval/render_html.py (the notebook shows them too);
+The panels and columns themselves are retrieval/trace/html.py (the notebook shows them too);
 this adds what only the page has: the stage-click script, subgraph iframes and the charts.
 Every untrusted string goes through `esc`.
 """
@@ -11,14 +11,26 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from retrieval.render_html import (  # noqa: F401  re-exported: the app renders through this module
-    CSS, GOLD_COLOUR, MAX_ROWS, NODE_COLOURS, STATUS_MARK, column_html, error_html, esc, grid_html, live_html,
-    payload_html, ranking_html, stage_html)
+from retrieval.trace.html import (
+    CSS,
+    GOLD_COLOUR,
+    MAX_ROWS,
+    NODE_COLOURS,
+    STATUS_MARK,
+    column_html,
+    error_html,
+    esc,
+    grid_html,
+    live_html,
+    payload_html,
+    ranking_html,
+    stage_html,
+)
 
 __all__ = ["CSS", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "live_html",
            "payload_html", "ranking_html", "stage_html", "vis_file"]
-from retrieval.trace import RunResult, Subgraph
+from retrieval.trace.model import RunResult, Subgraph
 
 STAGE_CLICK_JS = """() => {
   document.addEventListener('click', (e) => {
@@ -85,7 +97,8 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
     # Relative URLs: an about:srcdoc document resolves them against the page's own base, so
     # they are right behind any proxy or root path (Spaces included).
     doc = ("<!doctype html><html><head><meta charset='utf-8'>"
-           f"<link rel='stylesheet' href='{VIS_ROUTE}/vis-network.css'><script src='{VIS_ROUTE}/vis-network.min.js'></script>"
+           f"<link rel='stylesheet' href='{VIS_ROUTE}/vis-network.css'><script "
+           f"src='{VIS_ROUTE}/vis-network.min.js'></script>"
            f"<style>html,body{{margin:0}}#g{{width:100%;height:{height - 20}px}}</style></head>"
            "<body><div id='g'></div><script>"
            f"new vis.Network(document.getElementById('g'), {{nodes: new vis.DataSet({_script_json(nodes)}), "

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from retrieval.errors import ConfigError
+from retrieval.core.errors import ConfigError
 from retrieval.kb.presets import demo_path
 
 from .load import _picked, _start_app

@@ -3,23 +3,22 @@ from __future__ import annotations
 
 import os
 import sys
-
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from retrieval.embed import get_embedder
-from retrieval.errors import HopTraceError, InputError
+from retrieval.core.errors import HopTraceError, InputError
+from retrieval.core.paths import kb_dir
+from retrieval.core.records import Question
+from retrieval.encoders.embedder import get_embedder
 from retrieval.kb import db as kb_db
 from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.llm.settings import PUBLIC_PROMPT_CACHE_MB
 from retrieval.methods import Context, uses_llm
-from retrieval.paths import kb_dir
-from retrieval.records import Question
 from retrieval.store import open_store
-from traces.retention import Pruner, Retention
-from traces.store import TraceStore, default_path
+from traces.storage.retention import Pruner, Retention
+from traces.storage.store import TraceStore, default_path
 
 from .llm_queue import LLMQueue
 from .public import KBOwners, LimitError, LiveRuns, PublicLimits, RateLimiter, client_address
@@ -192,6 +191,6 @@ def live_export(flag: str | None):
     url = flag or os.environ.get("HOPTRACE_OTLP_ENDPOINT", "").strip()
     if not url:
         return None
-    from traces.otel_export import LiveExport
+    from traces.otel.export import LiveExport
 
     return LiveExport(url)

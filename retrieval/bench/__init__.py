@@ -1,0 +1,1 @@
+"""Benchmarks: metrics, the runner, significance, reports, and the papers' tables reproduced."""

@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..core.records import Question
 from ..llm import LLMSettings, get_llm
 from ..methods import Context
-from ..records import Question
 from .delay_endpoint import DelayEndpoint
 from .runner import run_bench
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from ..errors import HopTraceError
+from ..core.errors import HopTraceError
+from ..core.records import Question
 from ..methods.answer import ANSWER_SCHEMA, parse_answer
-from ..records import Question
 from .metrics import exact_match
 
 

@@ -75,7 +75,7 @@ RANK_METRICS = {"recall": recall_at, "anyhit": anyhit_at, "allhit": allhit_at}
 
 def parse_metric(metric: str) -> tuple[str, int]:
     """'recall@5' → ('recall', 5); 'em' / 'f1' → (name, 0). A ConfigError names what is accepted."""
-    from ..errors import ConfigError
+    from ..core.errors import ConfigError
 
     name, _, k = metric.partition("@")
     if name in ("em", "f1") and not k:

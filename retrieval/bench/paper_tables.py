@@ -167,7 +167,8 @@ SAG_ROWS = [
 _SAG = "SAG (H=1, LLM rerank, K_event=5, K_direct=5)"
 SAG_CLAIMS = [
     Claim("SAG > SAG H=0 at R@5 (Table 4)", _SAG, "Without expansion (H=0)", "recall@5"),
-    Claim("LLM rerank > lightweight/no rerank at R@5 (Table 6)", _SAG, "no rerank (coarse order) vs Qwen3-Reranker-0.6B",
+    Claim("LLM rerank > lightweight/no rerank at R@5 (Table 6)", _SAG,
+          "no rerank (coarse order) vs Qwen3-Reranker-0.6B",
           "recall@5"),
     Claim("event path helps: K_event=5 > K_event=0 at R@5 (Table 7)", _SAG, "K_event=0, K_direct=10", "recall@5"),
     Claim("K_event=2 > K_event=0 at R@2 (Table 7)", "K_event=2, K_direct=8", "K_event=0, K_direct=10", "recall@2"),
@@ -182,9 +183,11 @@ GRASP_ROWS = [
         paper=_sets(musique={"recall@5": None}), note="paper: ~6 points below RankVote; no figure printed"),
     # Table 2's standard single-pass setting needs no LLM, so it runs on every question.
     Row("GRASP Table 2", "single pass (question as statement, k=5), RankVote", "grasp_single_pass",
-        paper=_sets(musique={"recall@5": 0.729}), note="no planner, no entity selection: the paper's strict k = 5 setting"),
+        paper=_sets(musique={"recall@5": 0.729}), note="no planner, no entity selection: the paper's strict k = 5 "
+                                                       "setting"),
     Row("GRASP Table 2", "single pass, uniform weighting", "grasp_single_pass_uniform",
-        paper=_sets(musique={"recall@5": None}), note="paper: ~11 points below single-pass RankVote; no figure printed"),
+        paper=_sets(musique={"recall@5": None}),
+        note="paper: ~11 points below single-pass RankVote; no figure printed"),
     Row("GRASP A.1.7", "no entity selection", "grasp_no_selection", paper=_sets(musique={"em": 0.485}),
         note="paper: 2 EM points below the full system (0.505), read off Figure 6"),
     Row("GRASP A.1.7", "DPR (dense passages)", "dense", paper=_sets(musique={"em": None}),

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..core.records import Question
 from ..methods import METHODS, Context, root_method
-from ..records import Question
-from .paper_tables import PAPERS, SETTING, Claim, Row
 from .metrics import per_question_scores
+from .paper_tables import PAPERS, SETTING, Claim, Row
 from .runner import BenchResult, run_bench
 from .significance import Paired, paired, verdict
 

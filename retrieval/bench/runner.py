@@ -16,10 +16,10 @@ from typing import Callable, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..core.records import Question
 from ..methods import Context, make_method
-from ..records import Question
-from ..trace import RunResult
+from ..trace.model import RunResult
 from .difficulty import estimate_r, success_economy, weight
 from .metrics import allhit_at, anyhit_at, exact_match, f1_score, percentile, recall_at
 
@@ -151,7 +151,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     after a pause and finds them gone (a query encoding then takes ~2x as long here). With a
     pause the latencies are what a single click costs, which is what the app's columns show.
 
-    `sink` gets every run as it finishes (an experiment stores its trace: traces/experiments.py).
+    `sink` gets every run as it finishes (an experiment stores its trace: traces/storage/experiments.py).
     `done` holds rows of (question id, label, k) finished earlier (a resumed experiment): those
     are not run again. `concurrency` > 1 keeps that many questions of a method in flight at once,
     for an LLM endpoint that serves requests in parallel; each run still times only itself.
@@ -206,7 +206,9 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
                 else:
                     todo.append(q)
 
-            def one(q: Question) -> tuple[Question, object, QuestionResult]:
+            # Bound now: every run of this (label, k) finishes before the loop moves on, and this says so.
+            def one(q: Question, label=label, method=method, k=k,
+                    with_answer=with_answer) -> tuple[Question, object, QuestionResult]:
                 if pause_ms:
                     time.sleep(pause_ms / 1000)
                 # Runs in flight at once each get their own instance: no state is shared between them.

@@ -140,13 +140,14 @@ def build_synthetic(path: Path, n: int, seed: int = 0) -> dict:
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("passages", "triples", "partial_triples", "entities", "predicates")}
     con.close()
-    return {"n": n, "build_s": round(time.perf_counter() - t0, 1), "steps_s": {k: round(v, 1) for k, v in steps.items()},
+    return {"n": n, "build_s": round(time.perf_counter() - t0, 1), "steps_s": {k: round(v, 1) for k,
+                                                                               v in steps.items()},
             "counts": counts, "size_mb": round(path.stat().st_size / 1e6, 1), "build_peak_rss_mb": _peak_rss_mb()}
 
 
 def measure(path: Path, queries: int = 50, seed: int = 1) -> dict:
     """Open the KB as the app does (warm), then time each method over `queries` questions."""
-    from ..embed import get_embedder
+    from ..encoders.embedder import get_embedder
     from ..methods import Context, make_method
     from ..store.sqlite import SQLiteStore
 

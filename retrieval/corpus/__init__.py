@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from ..records import Passage, Question
+from ..core.errors import InputError
+from ..core.records import Passage, Question
 from .hipporag import is_musique_questions, parse_corpus, parse_musique_questions
 from .hotpotqa import (
     is_hotpotqa_questions,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..records import Passage, Question, passage_id
+from ..core.errors import InputError
+from ..core.records import Passage, Question, passage_id
 
 
 def _field(record: Any, key: str, where: str, kind: type = str) -> Any:

@@ -12,8 +12,8 @@ import io
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
-from ..records import Question
+from ..core.errors import InputError
+from ..core.records import Question
 from .readers import read_json, read_text
 
 MAX_QUESTIONS = 20_000

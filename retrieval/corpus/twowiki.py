@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..records import Passage, Question
+from ..core.errors import InputError
+from ..core.records import Passage, Question
 
 
 def is_twowiki_questions(data: Any) -> bool:

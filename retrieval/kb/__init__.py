@@ -1,0 +1,1 @@
+"""The knowledge base: one SQLite file per corpus, its schema, the build pipeline and its extractors."""

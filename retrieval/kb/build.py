@@ -20,9 +20,9 @@ from typing import Optional
 import numpy as np
 from tqdm import tqdm
 
-from ..embed import Embedder
-from ..errors import KBError
-from ..records import Extraction, Passage, Question
+from ..core.errors import KBError
+from ..core.records import Extraction, Passage, Question
+from ..encoders.embedder import Embedder
 from . import db
 from .extract.base import Extractor, label
 from .normalize import normalize_entity
@@ -139,7 +139,7 @@ def _working_copy(path: Path, embedder: Embedder) -> Path:
             db.check(con, work, embedder.name)
         except KBError:
             con.close()
-            raise KBError(f"{work}: an unfinished build for another model or schema; delete it to start over")
+            raise KBError(f"{work}: an unfinished build for another model or schema; delete it to start over") from None
         con.close()
         return work
     if path.exists():
@@ -377,14 +377,3 @@ def extracted_passage_ids(path: Path, layers, include_failed: bool = True) -> di
             f"WHERE s.layer=?{status}", (layer,))} for layer in layers}
     finally:
         con.close()
-
-
-def load_vectors(con: sqlite3.Connection, layer: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """(item rowids, float32 matrix) of a layer, rowid order."""
-    rows = con.execute("SELECT item_rowid, vec FROM vectors WHERE layer=? ORDER BY item_rowid", (layer,)).fetchall()
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    if not rows:
-        return ids, np.zeros((0, dim), dtype=np.float32)
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), dim)
-    return ids, mat.astype(np.float32)
-

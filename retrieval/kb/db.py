@@ -1,4 +1,4 @@
-"""Opening KB files: pragmas, meta access, and the version and model checks."""
+"""Opening KB files: pragmas, meta access, the version and model checks, and reading a layer's vectors."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..errors import KBError
+import numpy as np
+
+from ..core.errors import KBError
 from .schema import DDL, SCHEMA_VERSION
 
 
@@ -96,3 +98,14 @@ def problem(path: Path) -> str | None:
     finally:
         con.close()
     return None
+
+
+def load_vectors(con: sqlite3.Connection, layer: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(item rowids, float32 matrix) of a layer, rowid order."""
+    rows = con.execute("SELECT item_rowid, vec FROM vectors WHERE layer=? ORDER BY item_rowid", (layer,)).fetchall()
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ids, np.zeros((0, dim), dtype=np.float32)
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), dim)
+    return ids, mat.astype(np.float32)
+

@@ -5,13 +5,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..core.errors import ConfigError, InputError
+from ..core.paths import resolve_kb
+from ..core.records import Passage, Question
 from ..corpus import load_corpus, load_questions
-from ..datasets import DEMO, get_dataset
-from ..embed import DEFAULT_MODEL, get_embedder
-from ..errors import ConfigError, InputError
+from ..corpus.datasets import DEMO, get_dataset
+from ..encoders.embedder import DEFAULT_MODEL, get_embedder
 from ..llm import LLMSettings, get_llm
-from ..paths import resolve_kb
-from ..records import Passage, Question
 from .build import BuildReport, build_kb
 from .extract.llm import llm_extractors
 from .extract.openie_import import OpenIEImport
@@ -52,7 +52,8 @@ class ExtractionPlan:
             raise ConfigError("--extractor openie needs --openie FILE (HippoRAG OpenIE output)")
         bad = [x for x in self.llm_layers if x not in ALL_LAYERS]
         if bad or not self.llm_layers:
-            raise ConfigError(f"--layers takes a comma-separated subset of {', '.join(ALL_LAYERS)}, got {bad or 'none'}")
+            raise ConfigError(f"--layers takes a comma-separated subset of {', '.join(ALL_LAYERS)}, "
+                              f"got {bad or 'none'}")
         if self.propositions not in ("auto", "sentences", "openie"):
             raise ConfigError(f"--propositions must be auto, sentences or openie, got {self.propositions!r}")
         if self.propositions == "openie" and self.openie is None:

@@ -21,8 +21,6 @@ DEFAULT_THRESHOLD = 0.85
 
 
 def derive_same_as(con: sqlite3.Connection, threshold: float = DEFAULT_THRESHOLD) -> int:
-    from .build import load_vectors
-
     upto = db.get_meta(con, "same_as_upto", 0)
     ents = con.execute("SELECT rowid, name, norm FROM entities ORDER BY rowid").fetchall()
     if not ents or ents[-1][0] <= upto:
@@ -40,7 +38,7 @@ def derive_same_as(con: sqlite3.Connection, threshold: float = DEFAULT_THRESHOLD
                     pairs[(name, other)] = (1.0, "normalised-name")
 
     dim = db.get_meta(con, "embed_dim")
-    ids, mat = load_vectors(con, "entities", dim)
+    ids, mat = db.load_vectors(con, "entities", dim)
     # Names with numbers ("18 January 1940", "1 May 1945"; "2010 census") sit close in
     # embedding space but a changed digit is a different thing; only exact normalised matches.
     comparable = np.array([not _HAS_DIGIT.search(name_of.get(int(i), "")) for i in ids], dtype=bool)

@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .. import cpu
-from ..paths import home
+from ..core import cpu
+from ..core.paths import home
 from . import early_stop, patches
-from .compact import mark as compact_mark, unmark
+from .compact import mark as compact_mark
+from .compact import unmark
 from .errors import LLMCallError, LLMUnavailable
 from .settings import LLMSettings
 
@@ -190,7 +191,8 @@ class EmbeddedLlamaCpp(OpenAICompatible):
     def server_command(self) -> list[str]:
         """The child's command line (retrieval.llm.child, then llama_cpp.server's flags)."""
         threads = str(max(1, min(os.cpu_count() or 2, 8)))
-        cmd = [sys.executable, "-m", "retrieval.llm.child", str(os.getpid()), "--model", str(self.gguf), "--host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "retrieval.llm.child", str(os.getpid()), "--model", str(self.gguf), "--host",
+               "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,
                "--n_threads_batch", threads, "--model_alias", self.model, "--verbose", "False",
                *SERVER_FLAGS]
@@ -280,7 +282,8 @@ class EmbeddedLlamaCpp(OpenAICompatible):
             if not wrong:
                 schema = compact_mark({"type": "object", "required": ["city"],
                                        "properties": {"city": {"type": "string", "maxLength": 20}}})
-                raw = OpenAICompatible.complete(self, [{"role": "user", "content": 'Name the capital of France as JSON {"city": "..."}.'}],
+                raw = OpenAICompatible.complete(self, [{"role": "user", "content": 'Name the capital of France as '
+                                                                                   'JSON {"city": "..."}.'}],
                                                 max_tokens=16, temperature=0.0, seed=0, schema=schema)
                 try:
                     value = json.loads(raw.text)

@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any, Callable, Optional, Protocol
 
-from ..paths import home
-from ..trace import LLMCall, Stage
+from ..core.paths import home
+from ..trace.model import LLMCall, Stage
 from .backends import RawReply, make_backend
 from .cache import CachedReply, ResponseCache, cache_key
 from .compact import unmark
@@ -169,7 +169,8 @@ class LLM:
                 repair = messages + [
                     {"role": "assistant", "content": reply.text},
                     {"role": "user", "content": f"That answer cannot be used: {first}. Reply again with only a "
-                                                f"JSON value matching this schema, nothing else:\n{json.dumps(unmark(schema))}"}]
+                                                f"JSON value matching this schema, nothing "
+                                                f"else:\n{json.dumps(unmark(schema))}"}]
                 reply2 = self._complete(stage, purpose + " (repair)", repair, schema, max_tokens, temperature, seed)
             try:
                 return _checked(reply2.text, validate)

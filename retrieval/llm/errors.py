@@ -1,5 +1,5 @@
 """LLM errors: each names the backend and what went wrong, so a stage can show it as-is."""
-from ..errors import ConfigError, HopTraceError
+from ..core.errors import ConfigError, HopTraceError
 
 
 class LLMUnavailable(ConfigError):

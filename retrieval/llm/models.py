@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import home
+from ..core.paths import home
 from .errors import LLMUnavailable
 
 

@@ -68,7 +68,8 @@ def _checks() -> list[tuple[str, Callable[[], Optional[str]]]]:
     import llama_cpp
     from llama_cpp import _internals, llama_chat_format, llama_grammar, llama_speculative
     from llama_cpp.llama import Llama, LlamaState
-    from llama_cpp.server import app as server_app, model as server_model
+    from llama_cpp.server import app as server_app
+    from llama_cpp.server import model as server_model
 
     def version():
         got = getattr(llama_cpp, "__version__", "?")
@@ -88,7 +89,7 @@ def _checks() -> list[tuple[str, Callable[[], Optional[str]]]]:
 
     return [
         ("all", version),
-        # slim_states: child.slim_prompt_states replaces both and builds LlamaState itself.
+        # slim_states: slim_state.py's slim_save and slim_load replace both and builds LlamaState itself.
         ("slim_states", lambda: _attrs("Llama", Llama, ("save_state", "load_state"))),
         ("slim_states", lambda: _has_params("LlamaState.__init__", LlamaState.__init__, (
             "input_ids", "scores", "n_tokens", "llama_state", "llama_state_size", "seed"))),
@@ -149,7 +150,7 @@ def problems() -> list[str]:
 def _slim_states() -> None:
     from llama_cpp.llama import Llama
 
-    from .child import slim_save, slim_load
+    from .slim_state import slim_load, slim_save
 
     original_load = Llama.load_state
 
@@ -318,7 +319,9 @@ def _in_place() -> dict[str, bool]:
     from llama_cpp.llama import Llama
     from llama_cpp.server import app as server_app
 
-    tag = lambda obj: getattr(obj, "_hoptrace", None)
+    def tag(obj):
+        return getattr(obj, "_hoptrace", None)
+
     builders = _builders()
     return {
         "slim_states": tag(Llama.save_state) == tag(Llama.load_state) == "slim_states",

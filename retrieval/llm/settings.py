@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..envvars import positive_number
-from ..errors import ConfigError
+from ..core.envvars import positive_number
+from ..core.errors import ConfigError
 from .errors import LLMUnavailable
 from .models import DEFAULT_MODEL, MODELS
 

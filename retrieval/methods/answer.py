@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..trace import RankedPassage, Tracer
-from .base import Context
+from ..trace.model import RankedPassage, Tracer
+from .context import Context
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 TOP_PASSAGES = 5   # GEAR Table 3: QA with the top-5 retrieved passages

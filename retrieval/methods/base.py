@@ -8,33 +8,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from dataclasses import asdict, fields, is_dataclass, replace
 from typing import Any, Callable, ClassVar, Optional
 
-from ..embed import Embedder
-from ..errors import ConfigError
-from ..store.base import Hit, SearchStore
-from ..trace import RankedPassage, RunResult, Stage, StageFailed, Tracer
-from ..validate import check_question
-
-
-@dataclass
-class Context:
-    """The backends a method may use; chosen by configuration, never by the method."""
-    store: SearchStore
-    embedder: Embedder
-    llm: Any = None  # the LLM client interface (retrieval.llm.client.LLM); None = no LLM available
-    profile: Optional[str] = None  # paper | local; None = by backend (methods/profiles.py)
-
-    # What the methods read on every query: loaded up front, the first question is not
-    # charged for loading (bench, `ask` and the app all call warm()).
-    WARM_INDICES = ("passages", "partial_triples", "entities", "predicates", "triples", "events", "propositions")
-
-    def warm(self) -> None:
-        warm = getattr(self.store, "warm", None)
-        if warm:
-            warm(self.WARM_INDICES)
-        self.embedder.encode_query("warm up")
+from ..core.errors import ConfigError
+from ..core.validate import check_question
+from ..store.base import Hit
+from ..trace.model import RankedPassage, RunResult, Stage, StageFailed, Tracer
+from .answer import stage_answer
+from .context import Context
 
 
 class Method(ABC):
@@ -82,7 +64,6 @@ class Method(ABC):
             result.status, result.error = "error", str(e)
         result.answer = tracer.answer
         if answer and result.status == "ok" and result.answer is None:
-            from .answer import stage_answer
             try:
                 result.answer = stage_answer(self.ctx, tracer, q, result.ranked)
             except StageFailed:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..store.base import Hit, rrf
-from ..trace import RankedPassage, Tracer
-from .base import Context, Method, final_stage, ranked_from_hits
+from ..trace.model import RankedPassage, Tracer
+from .base import Method, final_stage, ranked_from_hits
+from .context import Context
 
 
 def hits_payload(ctx: Context, hits: list[Hit], limit: int = 50) -> list[dict]:

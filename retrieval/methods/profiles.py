@@ -15,7 +15,7 @@ import os
 from dataclasses import fields
 from typing import Any, Optional
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 PROFILES = ("paper", "local")
 

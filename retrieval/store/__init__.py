@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..paths import resolve_kb
+from ..core.paths import resolve_kb
 from .base import Filter, Hit, SearchStore, rrf
 
 __all__ = ["Filter", "Hit", "SearchStore", "rrf", "open_store"]

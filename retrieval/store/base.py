@@ -26,8 +26,8 @@ from typing import Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..records import Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
+from ..core.errors import ConfigError
+from ..core.records import Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 
 INDICES = ("passages", "partial_triples", "triples", "entities", "predicates", "events", "propositions")
 FIELDS = {
@@ -225,7 +225,7 @@ class SearchStore(ABC):
     @abstractmethod
     def info(self) -> StoreInfo: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: a store that holds nothing open has nothing to close)
         pass
 
 

@@ -17,10 +17,9 @@ from typing import Hashable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..core.records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from ..kb import db
-from ..kb.build import load_vectors
-from ..records import Event, EntityLink, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from .base import FIELDS, INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
 
 # Query words that match nearly every passage; dropping them keeps FTS5's OR query small.
@@ -93,7 +92,7 @@ class SQLiteStore(SearchStore):
     def _vecs(self, index: str) -> _Vectors:
         with self._lock:
             if index not in self._vectors:
-                ids, mat = load_vectors(self.con, index, self.dim)
+                ids, mat = db.load_vectors(self.con, index, self.dim)
                 self._vectors[index] = _Vectors(ids, mat)
             return self._vectors[index]
 
@@ -137,12 +136,14 @@ class SQLiteStore(SearchStore):
                                                 "JOIN passages p ON p.rowid=l.passage_rowid",
             ("triples", "subject"): "SELECT subject, rowid FROM triples",
             ("triples", "object"): "SELECT object, rowid FROM triples",
-            ("triples", "passage_ids"): "SELECT p.id, t.rowid FROM triples t JOIN passages p ON p.rowid=t.passage_rowid",
+            ("triples",
+             "passage_ids"): "SELECT p.id, t.rowid FROM triples t JOIN passages p ON p.rowid=t.passage_rowid",
             ("entities", "name"): "SELECT name, rowid FROM entities",
             ("predicates", "name"): "SELECT name, rowid FROM predicates",
             ("events", "entities"): "SELECT e.name, ee.event_rowid FROM event_entities ee "
                                     "JOIN entities e ON e.rowid=ee.entity_rowid",
-            ("events", "passage_ids"): "SELECT p.id, ev.rowid FROM events ev JOIN passages p ON p.rowid=ev.passage_rowid",
+            ("events", "passage_ids"): "SELECT p.id, ev.rowid FROM events ev JOIN passages p ON "
+                                       "p.rowid=ev.passage_rowid",
             ("propositions", "entities"): "SELECT e.name, pe.proposition_rowid FROM proposition_entities pe "
                                           "JOIN entities e ON e.rowid=pe.entity_rowid",
             ("propositions", "passage_ids"): "SELECT p.id, pr.rowid FROM propositions pr "
@@ -220,7 +221,8 @@ class SQLiteStore(SearchStore):
             return []
         allowed = self._allowed(index, filter)
         if isinstance(allowed, _Excluding):
-            positions = np.array([i for i, r in enumerate(vecs.rowids) if int(r) not in allowed.excluded], dtype=np.int64)
+            positions = np.array([i for i, r in enumerate(vecs.rowids) if int(r) not in allowed.excluded],
+                                 dtype=np.int64)
         elif allowed is not None:
             positions = np.array(sorted(vecs.pos[r] for r in allowed if r in vecs.pos), dtype=np.int64)
         else:
@@ -369,7 +371,8 @@ class SQLiteStore(SearchStore):
             "SELECT rowid, passage_rowid, summary FROM events WHERE rowid IN (SELECT value FROM json_each(?))", ids)}
         links: dict[int, list[EntityLink]] = defaultdict(list)
         for ev, name, etype in self._rows(
-                "SELECT ee.event_rowid, e.name, ee.type FROM event_entities ee JOIN entities e ON e.rowid=ee.entity_rowid "
+                "SELECT ee.event_rowid, e.name, ee.type FROM event_entities ee JOIN entities e ON "
+                "e.rowid=ee.entity_rowid "
                 "WHERE ee.event_rowid IN (SELECT value FROM json_each(?))", ids):
             links[ev].append(EntityLink(name, etype))
         return [Event(self._passage_id[heads[i][1]], heads[i][2], links[i], i) for i in ids if i in heads]

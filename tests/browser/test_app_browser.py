@@ -32,12 +32,12 @@ def shots() -> Path:
 def app_url(small_corpus, embedder, tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
-    from retrieval.datasets import get_dataset
+    from retrieval.core.paths import kb_dir
+    from retrieval.core.records import Passage
+    from retrieval.corpus.datasets import get_dataset
     from retrieval.kb.build import build_kb
     from retrieval.kb.extract.openie_import import OpenIEImport
     from retrieval.kb.extract.rules import RulesExtractor
-    from retrieval.paths import kb_dir
-    from retrieval.records import Passage
     from ui.app import build, serve
     from ui.state import AppState
 
@@ -66,10 +66,11 @@ def _record_showcase(home: Path) -> None:
     import json
 
     from llm_double import scripted_llm
+
     from retrieval import showcase
-    from retrieval.embed import get_embedder
+    from retrieval.core.paths import kb_dir
+    from retrieval.encoders.embedder import get_embedder
     from retrieval.methods import Context
-    from retrieval.paths import kb_dir
     from retrieval.store import open_store
 
     store = open_store(str(kb_dir() / "demo.sqlite"))
@@ -304,7 +305,8 @@ def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
         naive = pages[0].locator("#columns .ht-col[data-method='naivege']").inner_text()
         assert "beam_search" in naive and "passage_map" in naive
         assert "Journal of Psychotherapy Integration" in pages[0].locator("#columns").inner_text()
-        assert "Bubye" in pages[1].locator("#columns").inner_text() or "Victoria" in pages[1].locator("#columns").inner_text()
+        second = pages[1].locator("#columns").inner_text()
+        assert "Bubye" in second or "Victoria" in second
         pages[1].screenshot(path=str(shots / "second-user.png"), full_page=True)
         # each session reopens with its own question and both methods
         for sid, q, pg in zip(sessions, (Q, Q2), pages):
@@ -490,9 +492,10 @@ def hostile_url(app_url, tmp_path_factory):
 
 def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(hostile_url, tmp_path, shots):
     from playwright.sync_api import sync_playwright
-    from test_hostile_uploads import GOOD as HOSTILE_GOOD, HOSTILE, _write
+    from test_hostile_uploads import GOOD as HOSTILE_GOOD
+    from test_hostile_uploads import HOSTILE, _write
 
-    from retrieval.paths import kb_dir
+    from retrieval.core.paths import kb_dir
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -517,7 +520,8 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
             assert not list(kb_dir().glob(f"hostile_{i}.*"))
         # a questions file whose gold passages are not in the corpus
         corpus = _write(tmp_path, "corpus.json", HOSTILE_GOOD)
-        questions = _write(tmp_path, "questions.json", [{"id": "q1", "question": "Where?", "answer": "Zambia", "paragraphs": [
+        questions = _write(tmp_path, "questions.json", [{"id": "q1", "question": "Where?", "answer": "Zambia",
+                                                         "paragraphs": [
             {"idx": 0, "title": "Nowhere", "paragraph_text": "A passage nobody uploaded.", "is_supporting": True}]}])
         page.goto(hostile_url, wait_until="domcontentloaded")
         page.wait_for_selector("#run", timeout=60_000)
@@ -545,7 +549,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     methods compared on the judgments."""
     import json
 
-    from retrieval.paths import kb_dir
+    from retrieval.core.paths import kb_dir
     from retrieval.store import open_store
 
     store = open_store(str(kb_dir() / "demo.sqlite"))

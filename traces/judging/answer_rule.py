@@ -13,7 +13,7 @@ import time
 from typing import Iterable, Sequence
 
 from retrieval.bench.metrics import normalize_answer
-from retrieval.records import Passage, Question
+from retrieval.core.records import Passage, Question
 
 from .qrels import Judgment
 

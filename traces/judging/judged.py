@@ -1,23 +1,22 @@
-"""The judgments a judged comparison reads (traces/compare.py `Judged`): pair by pair the first
+"""The judgments a judged comparison reads (traces/stats/compare.py `Judged`): pair by pair the first
 source that graded it, and a line naming whose grades they are and how each judge agreed with gold."""
 from __future__ import annotations
 
 from typing import Optional
 
-from retrieval.errors import InputError
+from retrieval.core.errors import InputError
 
-from ..experiments import Experiment
+from ..stats.compare import Judged
+from ..storage.experiments import Experiment
 from .measured import key, measured_line
 from .qrels import Qrels, as_dict
 
 
 def judged_for(traces, exp: Experiment, owner: str = "", judges=("person", "llm", "answer"), rel: int = 2,
                prompt_version: Optional[str] = None):
-    """The experiment's judgments as a judged comparison reads them (traces/compare.py `Judged`):
+    """The experiment's judgments as a judged comparison reads them (`Judged`):
     pair by pair the first of `judges` that graded it, and a line naming how many each gave and
     each judge's measured agreement with gold (measured.MEASURED)."""
-    from ..compare import Judged
-
     if not 0 <= rel <= 3:
         raise InputError(f"--rel must be a grade 0–3, got {rel}")
     eff = Qrels(traces).effective(exp.id, owner, judges, prompt_version)

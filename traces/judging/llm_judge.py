@@ -22,9 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
-from retrieval.errors import HopTraceError
-from retrieval.records import Passage, Question
-from retrieval.trace import RunResult, StageFailed, Tracer
+from retrieval.core.errors import HopTraceError
+from retrieval.core.records import Passage, Question
+from retrieval.trace.model import RunResult, StageFailed, Tracer
 
 from .answer_rule import contains, matchable
 from .qrels import Judgment

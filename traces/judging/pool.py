@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from retrieval.errors import InputError
+from retrieval.core.errors import InputError
 
-from ..experiments import Experiment, Experiments
+from ..storage.experiments import Experiment, Experiments
 
 MAX_DEPTH = 100
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from retrieval.errors import InputError
+from retrieval.core.errors import InputError
 
-from ..store import TraceStore
+from ..storage.store import TraceStore
 
 GRADES = {0: "unrelated", 1: "related, does not help answer", 2: "holds part of the answer or a needed hop",
           3: "answers the question, alone or with another pooled passage"}

@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from retrieval.errors import ConfigError, InputError
-from retrieval.records import Question
+from retrieval.core.errors import ConfigError, InputError
+from retrieval.core.records import Question
 
-from ..experiments import Experiment, Experiments
+from ..storage.experiments import Experiment, Experiments
 from . import answer_rule, llm_judge
 from .pool import Pool, Pools, make_pool
-from .qrels import Qrels, as_dict
+from .qrels import Qrels
 
 JUDGES = ("llm", "answer")
 
@@ -167,7 +167,7 @@ def _grades(js) -> dict[int, int]:
 def probe(llm) -> None:
     """One short request before any pair is judged: an endpoint that does not answer is named at
     once, and nothing is recorded (otherwise every pair would be stored as failed)."""
-    from retrieval.errors import HopTraceError
+    from retrieval.core.errors import HopTraceError
 
     try:
         # A nonce: a cached reply from an earlier session must not stand in for an answer now.

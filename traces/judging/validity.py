@@ -19,7 +19,6 @@ from .measured import key
 from .qrels import Judgment
 
 
-
 @dataclass
 class Agreement:
     judge: str
@@ -34,7 +33,8 @@ class Agreement:
     def line(self) -> str:
         f = lambda x: "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
         return (f"{self.judge}: {self.pairs} pairs ({self.gold_pairs} gold) · AUC {f(self.auc)} · precision "
-                f"{f(self.precision)} · recall {f(self.recall)} · Cohen's κ {f(self.kappa)} (relevant = grade ≥ {self.rel})")
+                f"{f(self.precision)} · recall {f(self.recall)} · Cohen's κ {f(self.kappa)} (relevant = grade ≥ "
+                f"{self.rel})")
 
 
 def agreement(judge: str, judgments: dict[tuple[str, str], Judgment], gold: dict[str, set[str]],
@@ -140,11 +140,11 @@ def measure(experiments, exp, source: str, store, rel: int = 2, gold_metric: str
     """One judge's validity on an experiment whose questions have gold: pair agreement over the
     pairs it graded, the methods' ranking under its qrels against gold's, and a sample of the pairs
     where it and gold disagree (both kinds, alternately, in pool order)."""
-    from retrieval.errors import InputError
+    from retrieval.core.errors import InputError
 
-    from ..compare import compare
-    from .qrels import Qrels
+    from ..stats.compare import compare
     from .judged import judged_for
+    from .qrels import Qrels
 
     gold = {q["id"]: set(q.get("gold") or []) for q in exp.questions if q.get("gold")}
     if not gold:

@@ -1,0 +1,1 @@
+"""Extractors: a passage → its triples, entities, events and propositions (OpenIE import, spaCy rules, LLM)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from ...records import Extraction, Passage
+from ...core.records import Extraction, Passage
 
 
 class Extractor(Protocol):

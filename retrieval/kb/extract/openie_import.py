@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from ...core.errors import InputError
+from ...core.records import EntityLink, Extraction, Passage, Proposition, Triple, passage_id
 from ...corpus.readers import read_json
-from ...errors import InputError
-from ...records import EntityLink, Extraction, Passage, Proposition, Triple, passage_id
 
 
 def verbalise(t: Triple) -> str:

@@ -19,8 +19,8 @@ import re
 import threading
 from typing import Iterable, Optional
 
-from ...errors import ConfigError
-from ...records import EntityLink, Event, Extraction, Passage, Proposition, Triple
+from ...core.errors import ConfigError
+from ...core.records import EntityLink, Event, Extraction, Passage, Proposition, Triple
 
 SPACY_TO_SAG = {
     "PERSON": "person", "NORP": "group", "FAC": "location", "ORG": "organization",
@@ -322,7 +322,8 @@ class RulesExtractor:
             # "is a magazine published by X": the attribute's own clause is about the subject
             if verb in _COPULAS:
                 clauses = [c for c in child.children if c.dep_ in ("acl", "relcl") and c.pos_ == "VERB"]
-                clauses += [x for c in clauses for x in c.conjuncts if x.pos_ == "VERB"]  # "directed by X and starring Y"
+                # "directed by X and starring Y"
+                clauses += [x for c in clauses for x in c.conjuncts if x.pos_ == "VERB"]
                 for cl in clauses:
                     v = cl.text.lower()
                     for sub in cl.children:

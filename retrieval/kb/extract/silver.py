@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ...records import Extraction, Triple
+from ...core.records import Extraction, Triple
 from ..normalize import normalize_entity
 
 PREDICATE_THRESHOLD = 0.5
@@ -129,8 +129,8 @@ def kb_extractions(path) -> list[Extraction]:
     """A built KB's triples and entities per passage, as the extractions that made them: so an
     index already built (by any extractor, on any sample) is scored without extracting again.
     Passages whose triples layer failed are marked failed (the scorer skips them)."""
+    from ...core.records import EntityLink
     from ..db import connect
-    from ...records import EntityLink
 
     con = connect(path, readonly=True)
     try:
@@ -143,7 +143,8 @@ def kb_extractions(path) -> list[Extraction]:
                                             "JOIN passages p ON p.rowid = ep.passage_rowid"):
             out[pid].entities.append(EntityLink(name, etype))
         for pid, reason in con.execute("SELECT p.id, s.reason FROM extraction_state s JOIN passages p "
-                                       "ON p.rowid = s.passage_rowid WHERE s.layer = 'triples' AND s.status = 'failed'"):
+                                       "ON p.rowid = s.passage_rowid WHERE s.layer = 'triples' "
+                                       "AND s.status = 'failed'"):
             out[pid].failed = reason or "failed"
     finally:
         con.close()
@@ -153,9 +154,9 @@ def kb_extractions(path) -> list[Extraction]:
 def _covered(dataset: str):
     """The dataset's passages that its OpenIE file covers, in corpus order, and that file as an
     extractor (the silver reference)."""
+    from ...core.errors import ConfigError
     from ...corpus import load_corpus
-    from ...datasets import get_dataset
-    from ...errors import ConfigError
+    from ...corpus.datasets import get_dataset
     from .openie_import import OpenIEImport
 
     ds = get_dataset(dataset)

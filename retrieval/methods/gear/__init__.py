@@ -13,8 +13,9 @@ from abc import abstractmethod
 from typing import Optional
 
 from ...store.base import Hit
-from ...trace import RankedPassage, Tracer
-from ..base import Context, Method, final_stage, ranked_from_hits
+from ...trace.model import RankedPassage, Tracer
+from ..base import Method, final_stage, ranked_from_hits
+from ..context import Context
 from .agent import stage_reason, stage_rewrite
 from .config import GearConfig
 from .expand import stage_beam_search, stage_beams_to_passages, stage_rrf

@@ -1,10 +1,20 @@
 """The multi-step agent's LLM steps (§5.2 reason, §5.3 rewrite)."""
 from __future__ import annotations
 
-from ...trace import Tracer
-from ..base import Context
-from .prompts import (REASON_REWRITE_SCHEMA, REASON_SCHEMA, REWRITE_SCHEMA, TRIPLE, parse_reason,
-                      parse_reason_rewrite, parse_rewrite, reason_messages, reason_rewrite_messages, rewrite_messages)
+from ...trace.model import Tracer
+from ..context import Context
+from .prompts import (
+    REASON_REWRITE_SCHEMA,
+    REASON_SCHEMA,
+    REWRITE_SCHEMA,
+    TRIPLE,
+    parse_reason,
+    parse_reason_rewrite,
+    parse_rewrite,
+    reason_messages,
+    reason_rewrite_messages,
+    rewrite_messages,
+)
 
 
 def stage_reason(ctx: Context, tracer: Tracer, question: str, memory: list[TRIPLE], n: int,

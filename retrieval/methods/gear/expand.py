@@ -6,11 +6,11 @@ from typing import Hashable
 
 import numpy as np
 
-from ...records import Triple
+from ...core.records import Triple
 from ...store.base import Hit, rrf
-from ...trace import Tracer
-from ..base import Context
+from ...trace.model import Tracer
 from ..baselines import hits_payload
+from ..context import Context
 from .beam import Beam, diverse_triple_beam_search, flatten_breadth_first
 from .config import GearConfig
 from .sync import add_triple_node

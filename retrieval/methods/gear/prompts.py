@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...records import Passage
+from ...core.records import Passage
 
 TRIPLE = tuple[str, str, str]
 

@@ -6,11 +6,11 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 from ...store.base import Hit, rrf
-from ...trace import Tracer
-from ..base import Context
+from ...trace.model import Tracer
 from ..baselines import hits_payload
+from ..context import Context
 
 BASE_RETRIEVERS = ("bm25", "sbert", "hybrid")
 # GEAR's own methods cannot be their own base (the recursion would not end).
@@ -21,7 +21,7 @@ def check_base(kind: str) -> None:
     """The base is an index retriever or another registered, non-GEAR method."""
     if kind in BASE_RETRIEVERS:
         return
-    from .. import METHODS, method_names, root_method
+    from ..registry import METHODS, method_names, root_method
     if root_method(kind) not in METHODS or root_method(kind) in _GEAR_FAMILY:
         usable = [m for m in method_names() if root_method(m) not in _GEAR_FAMILY]
         raise ConfigError(f"GEAR base must be one of {BASE_RETRIEVERS} or a registered non-GEAR method "
@@ -44,8 +44,8 @@ def rank_index(ctx: Context, index: str, query: str, vector: Optional[np.ndarray
 def method_base(ctx: Context, tracer: Tracer, method: str, query: str, k: int, prefix: str) -> list[Hit]:
     """h_base^k(q, C) by another registered method (GRIEVER Table 4): its stages are recorded in
     this trace under `prefix`, and its final ranking is C'_q."""
-    from .. import make_method
-    from ...trace import NestedTracer
+    from ...trace.model import NestedTracer
+    from ..registry import make_method
     m = make_method(method, ctx)
     ranked = m.retrieve(query, k, NestedTracer(tracer, prefix, f"{method} as GEAR's base"))[:k]
     return [Hit(r.passage_id, r.score) for r in ranked]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...records import Triple
+from ...core.records import Triple
 from ...store.base import Hit
-from ...trace import Tracer
-from ..base import Context
+from ...trace.model import Tracer
+from ..context import Context
 from .config import GearConfig
 from .prompts import TRIPLE, parse_read, read_messages, read_schema
 

@@ -9,38 +9,23 @@ so in its first stage and returns nothing.
 """
 from __future__ import annotations
 
-from ...errors import ConfigError
 from ...store.base import Hit
-from ...trace import RankedPassage, Tracer
+from ...trace.model import RankedPassage, Tracer
 from ..base import Method, final_stage, ranked_from_hits
-from .agent import (SubAgentState, stage_evaluate, stage_plan, stage_rewrite, stage_search, stage_select,
-                    stage_synthesis, stage_vote)
+from .agent import (
+    SubAgentState,
+    stage_evaluate,
+    stage_plan,
+    stage_rewrite,
+    stage_search,
+    stage_select,
+    stage_synthesis,
+    stage_vote,
+)
+from .checks import check_vote, proposition_source
 from .config import GraspConfig
 from .prompts import statement_keywords
-
-VOTES = ("rankvote", "uniform")
-
-
-def check_vote(cfg: GraspConfig) -> None:
-    if cfg.vote not in VOTES:
-        raise ConfigError(f"grasp vote must be one of {VOTES}, got {cfg.vote!r}")
-
-
-def proposition_source(ctx) -> str:
-    """What the KB's propositions are (GRASP Table 2 compares sentences with propositions)."""
-    tags = sorted({e["extractor"] for e in ctx.store.info().extraction
-                   if e["layer"] == "propositions" and e["status"] == "done"})
-    kinds = []
-    for t in tags:
-        if t.startswith("openie-import") and t.endswith(":verbalised"):
-            kinds.append("imported OpenIE triples, verbalised (atomic, entity-linked)")
-        elif t.startswith("rules"):
-            kinds.append("sentences (LLM-free rules extractor: Table 2's sentences row)")
-        elif t.startswith("llm"):
-            kinds.append("LLM-made propositions (§3.1)")
-        else:
-            kinds.append(t)
-    return "; ".join(kinds) or "unknown"
+from .single_pass import GraspSinglePass
 
 
 class Grasp(Method):
@@ -91,6 +76,5 @@ class Grasp(Method):
                            "evidence passages in the order returned, then the other RankVote passages")
 
 
-from .single_pass import GraspSinglePass  # noqa: E402  (it reads check_vote and proposition_source)
 
 __all__ = ["Grasp", "GraspConfig", "GraspSinglePass"]

@@ -8,13 +8,27 @@ from typing import Optional
 import numpy as np
 
 from ...store.base import Filter
-from ...trace import Tracer
-from ..base import Context
+from ...trace.model import Tracer
+from ..context import Context
 from .config import GraspConfig
 from .plan import parse_plan, placeholders, resolve
-from .prompts import (ANSWER_SCHEMA, PLAN_SCHEMA, evaluate_schema, evaluate_max_tokens, REWRITE_SCHEMA, SELECT_SCHEMA, evaluate_messages,
-                      parse_answer, parse_evaluation, parse_rewrite, parse_selection, plan_messages, rewrite_messages,
-                      select_messages, synthesis_messages)
+from .prompts import (
+    ANSWER_SCHEMA,
+    PLAN_SCHEMA,
+    REWRITE_SCHEMA,
+    SELECT_SCHEMA,
+    evaluate_max_tokens,
+    evaluate_messages,
+    evaluate_schema,
+    parse_answer,
+    parse_evaluation,
+    parse_rewrite,
+    parse_selection,
+    plan_messages,
+    rewrite_messages,
+    select_messages,
+    synthesis_messages,
+)
 from .scoring import entity_scores, rank_vote, sigma
 
 

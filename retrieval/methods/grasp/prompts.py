@@ -75,7 +75,8 @@ SYNTHESIS_INSTRUCTIONS = (
 
 
 def plan_messages(question: str) -> list[dict]:
-    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": f"{PLAN_INSTRUCTIONS}Question: {question}"}]
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": f"{PLAN_INSTRUCTIONS}Question: "
+                                                                                f"{question}"}]
 
 
 def _history(history: Sequence[tuple[str, str]]) -> str:

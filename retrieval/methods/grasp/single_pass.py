@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...store.base import Hit
-from ...trace import RankedPassage, Tracer
+from ...trace.model import RankedPassage, Tracer
 from ..base import Method, final_stage, ranked_from_hits
 from .agent import SubAgentState, stage_search, stage_select, stage_vote
+from .checks import check_vote, proposition_source
 from .config import GraspConfig
 from .prompts import statement_keywords
 
@@ -24,7 +25,6 @@ class GraspSinglePass(Method):
     uses_llm = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
-        from . import check_vote, proposition_source  # lazily: the package imports this module
         check_vote(self.config)
         # No agent: no selection (step ❷), and one traversal returns all k passages.
         cfg = replace(self.config, entity_selection=False, d=k)

@@ -10,15 +10,23 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from ...store.base import Filter
-from ...trace import RankedPassage, Tracer
+from ...trace.model import RankedPassage, Tracer
 from ..base import Method, final_stage
 from .clauses import split_relative_clauses
 from .config import GrieverConfig
 from .matcher import match, query_ngrams, span_vector
 from .retrieve import Retrieved, combine, composed, rrf_hybrid
 from .rewrite import rewrite_query
-from .scoring import (JoinSet, Path, ScoredTriple, extend_paths, final_ranking, passage_scores, score_triple,
-                      select_join_entities)
+from .scoring import (
+    JoinSet,
+    Path,
+    ScoredTriple,
+    extend_paths,
+    final_ranking,
+    passage_scores,
+    score_triple,
+    select_join_entities,
+)
 from .shortlist import Shortlist, shortlist_triples
 
 __all__ = ["Griever", "GrieverConfig"]
@@ -150,7 +158,8 @@ class Griever(Method):
                                 "passage_score": round(path_score.get(pid, 0.0), 6),
                                 "cosine": round(retrieved[pid], 4)} for pid in retrieved]}
             g = st.graph()
-            for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:10]:
+            # pid and v stay named: a rename would change GRIEVER's code fingerprint and mark the shipped showcase stale
+            for pid, (v, p) in sorted(by_passage.items(), key=lambda kv: -kv[1][0])[:10]:  # noqa: B007
                 for a, b in zip(p.triples, p.triples[1:]):
                     g.edge(g.node(_triple_id(a.triple), "triple", a.triple.text, a.score),
                            g.node(_triple_id(b.triple), "triple", b.triple.text, b.score), "path")
@@ -269,7 +278,8 @@ class Griever(Method):
         pids = store.predicate_ids(preds)
         preds = [p for p in preds if p in pids]
         pred_match = match(ngrams, preds, store.vectors("predicates", [pids[p] for p in preds]))
-        keys = {(t.subject, t.predicate, False) for t in sl.triples} | {(t.object, t.predicate, True) for t in sl.triples}
+        keys = {(t.subject, t.predicate, False) for t in sl.triples} | {(t.object, t.predicate,
+                                                                         True) for t in sl.triples}
         freq = store.partial_triple_freqs(keys)
         scored = [score_triple(t, ent_match, pred_match, freq) for t in sl.triples]
         st.payload = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 
 CHOICES = {"same_as_scope": ("retrieved", "all"), "same_as_match": ("record", "alias"),
            "join_entities": ("scored", "every"), "shortlist_index": ("partial_triples", "triples"),
@@ -20,7 +20,8 @@ class GrieverConfig:
     k_rrf: int = 60               # RRF constant (Cormack et al., 2009), as in the RRFHybrid baseline
     rrf_depth_factor: int = 2     # each ranking in an RRF contributes depth_factor·k hits; ours
     split_clauses: bool = True    # §4.2.1
-    same_as_scope: str = "retrieved"  # §4.2.3: same_as records filtered by already-retrieved passages ("all" = no filter)
+    # §4.2.3: same_as records filtered by already-retrieved passages ("all" = no filter)
+    same_as_scope: str = "retrieved"
     same_as_match: str = "record"     # §4.2.3 / App. A.1: a record passes if its passages meet R, then all its
     #                                   aliases count ("alias" = ours, earlier: only aliases that occur in R)
     join_entities: str = "scored"     # Algorithm 1: E_i from score_triples — the join side of each scored triple,

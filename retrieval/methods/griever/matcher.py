@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...embed import QueryEncoding
+from ...encoders.embedder import QueryEncoding
 from ...store.sqlite import STOPWORDS
 
 _WORD = re.compile(r"\w+(?:['’]\w+)*")

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...records import Triple
+from ...core.records import Triple
 from .matcher import Match
 
 

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ...records import PartialTriple, SameAs, Triple
+from ...core.records import PartialTriple, SameAs, Triple
 from ...store.base import Filter, SearchStore
 
 

@@ -9,12 +9,20 @@ stage says so.
 """
 from __future__ import annotations
 
-from ...errors import ConfigError
-from ...trace import RankedPassage, Tracer
+from ...core.errors import ConfigError
+from ...trace.model import RankedPassage, Tracer
 from ..base import Method, final_stage, ranked_from_hits
 from .config import SagConfig
-from .stages import (stage_coarse_rank, stage_direct_chunks, stage_entity_expansion, stage_expansion,
-                     stage_merge, stage_query_entities, stage_rerank, stage_seed_events)
+from .stages import (
+    stage_coarse_rank,
+    stage_direct_chunks,
+    stage_entity_expansion,
+    stage_expansion,
+    stage_merge,
+    stage_query_entities,
+    stage_rerank,
+    stage_seed_events,
+)
 
 # "none" keeps the coarse cosine order: it is not Table 6's lightweight reranker (no reranker
 # model ships offline; see docs/sag.md), and is named for what it does.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...records import SAG_ENTITY_TYPES
+from ...core.records import SAG_ENTITY_TYPES
 
 ENTITY_SCHEMA = {
     "type": "object",

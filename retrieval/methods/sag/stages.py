@@ -8,17 +8,18 @@ as a bound parameter.
 from __future__ import annotations
 
 from dataclasses import asdict
+
 import numpy as np
 
+from ...core.records import Event
 from ...kb.normalize import normalize_entity
-from ...records import Event
 from ...store.base import Hit
-from ...trace import Stage, Tracer
-from ..base import Context
+from ...trace.model import Stage, Tracer
 from ..baselines import hits_payload
+from ..context import Context
 from .config import SagConfig
 from .expand import Hop, expand
-from .prompts import ENTITY_SCHEMA, entity_messages, rerank_schema, parse_entities, rerank_messages, rerank_parser
+from .prompts import ENTITY_SCHEMA, entity_messages, parse_entities, rerank_messages, rerank_parser, rerank_schema
 
 
 def _sql(st: Stage, log) -> None:
@@ -207,9 +208,11 @@ def stage_rerank(ctx: Context, tracer: Tracer, question: str, cands: list[Hit], 
             def words(s: str) -> str:
                 w = s.split()
                 return s if len(w) <= cfg.event_max_words else " ".join(w[: cfg.event_max_words]) + " …"
-            msgs = rerank_messages(question, [(words(events[i].summary), [l.name for l in events[i].entities])
+            # `l` stays: a rename would change SAG's code fingerprint and mark the shipped showcase stale
+            msgs = rerank_messages(question, [(words(events[i].summary), [l.name for l in events[i].entities])  # noqa: E741
                                               for i in listed], cfg.k_event, cfg.rerank_entities)
-            picked = ctx.llm.json(st, "rerank", msgs, rerank_schema(cfg.k_event), rerank_parser(len(listed), cfg.k_event),
+            picked = ctx.llm.json(st, "rerank", msgs, rerank_schema(cfg.k_event), rerank_parser(len(listed),
+                                                                                                cfg.k_event),
                                   max_tokens=60)
             chosen = [listed[i - 1] for i in picked]
         else:

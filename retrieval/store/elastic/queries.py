@@ -91,7 +91,8 @@ def cosine_from_score(score: float) -> float:
 def terms_body(field: str, values: Iterable, size: int, source: Optional[list[str]] = None,
                sort: str = "rowid") -> dict:
     """An exact join: every document whose `field` holds one of `values` (SAG's SQL joins)."""
-    return {"size": size, "_source": source if source is not None else {"excludes": ["vector"]}, "sort": [{sort: "asc"}],
+    return {"size": size, "_source": source if source is not None else {"excludes": ["vector"]},
+            "sort": [{sort: "asc"}],
             "query": {"bool": {"filter": [{"terms": {field: _sorted(values)}}]}}}
 
 

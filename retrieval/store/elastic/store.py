@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ...errors import ConfigError, KBError
+from ...core.errors import ConfigError, KBError
+from ...core.records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from ...kb.schema import SCHEMA_VERSION
-from ...records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from ..base import INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
 from . import queries as Q
 from .mappings import index_name
@@ -99,7 +99,7 @@ class ElasticStore(SearchStore):
             t0 = time.perf_counter()
             resp = self.es.mget(index=self._ix(index), ids=chunk, **kwargs)
             docs = [d for d in resp["docs"] if d.get("found")]
-            self._record(f"GET /{self._ix(index)}/_mget", lambda: json.dumps({"ids": chunk}), len(docs), t0)
+            self._record(f"GET /{self._ix(index)}/_mget", lambda chunk=chunk: json.dumps({"ids": chunk}), len(docs), t0)
             out.update({d["_id"]: d.get("_source", {}) for d in docs})
         return out
 
@@ -183,7 +183,8 @@ class ElasticStore(SearchStore):
         pids = list(passage_ids)
         if not pids:
             return []
-        return [self._triple(h["_source"]) for h in self._search_all("triples", Q.terms_body("passage_ids", pids, PAGE))]
+        return [self._triple(h["_source"]) for h in self._search_all("triples", Q.terms_body("passage_ids", pids,
+                                                                                             PAGE))]
 
     def triples_of_entities(self, names: Iterable[str]) -> list[Triple]:
         names = list(names)

@@ -78,7 +78,7 @@ def _bulk(es, name: str, docs: Iterator[tuple[str, dict]], label: str, progress:
     actions = ({"_op_type": "index", "_index": name, "_id": _id, "_source": src} for _id, src in docs)
     n = 0
     bar = tqdm(desc=f"push {label}", unit="doc", disable=not progress)
-    for ok, item in streaming_bulk(es, actions, chunk_size=CHUNK, max_retries=MAX_RETRIES,
+    for ok, _item in streaming_bulk(es, actions, chunk_size=CHUNK, max_retries=MAX_RETRIES,
                                    initial_backoff=INITIAL_BACKOFF_S, raise_on_error=True):
         n += ok
         bar.update(1)
@@ -138,9 +138,12 @@ class KBDocuments:
     def _passages(self):
         rows = self._rows_after("passages", "id, title, text")
         ids = [r[0] for r in rows]
-        subj = self._multi("SELECT passage_rowid, subject FROM triples WHERE passage_rowid IN (SELECT value FROM json_each(?))", ids)
-        obj = self._multi("SELECT passage_rowid, object FROM triples WHERE passage_rowid IN (SELECT value FROM json_each(?))", ids)
-        ents = self._multi("SELECT ep.passage_rowid, e.name FROM entity_passages ep JOIN entities e ON e.rowid=ep.entity_rowid "
+        subj = self._multi("SELECT passage_rowid, subject FROM triples WHERE passage_rowid IN (SELECT value FROM "
+                           "json_each(?))", ids)
+        obj = self._multi("SELECT passage_rowid, object FROM triples WHERE passage_rowid IN (SELECT value FROM "
+                          "json_each(?))", ids)
+        ents = self._multi("SELECT ep.passage_rowid, e.name FROM entity_passages ep JOIN entities e ON "
+                           "e.rowid=ep.entity_rowid "
                            "WHERE ep.passage_rowid IN (SELECT value FROM json_each(?))", ids)
         vec = self._vectors("passages", ids)
         for rowid, pid, title, text in rows:
@@ -164,7 +167,8 @@ class KBDocuments:
         return sorted(set(new) | {r for r in old if r <= int(self.pushed.get(table, 0))})
 
     def _partial_triples(self):
-        ids = self._touched("partial_triples", "SELECT DISTINCT pt_rowid FROM partial_triple_links WHERE passage_rowid>?")
+        ids = self._touched("partial_triples", "SELECT DISTINCT pt_rowid FROM partial_triple_links WHERE "
+                                               "passage_rowid>?")
         heads = {r[0]: r for r in self.con.execute(
             "SELECT rowid, subject, predicate, is_inverse, content FROM partial_triples WHERE rowid IN "
             "(SELECT value FROM json_each(?))", (json.dumps(ids),))}

@@ -28,4 +28,5 @@ def extraction_settings(settings, draft_tokens: Optional[int] = None):
         return settings
     return replace(settings, draft_tokens=BUILD_DRAFT_TOKENS)
 
-__all__ = ["BUILD_DRAFT_TOKENS", "LAYERS", "extraction_settings", "Estimate", "LLMExtractor", "TASKS", "UsageMeter", "estimate", "llm_extractors"]
+__all__ = ["BUILD_DRAFT_TOKENS", "LAYERS", "extraction_settings", "Estimate", "LLMExtractor", "TASKS", "UsageMeter",
+           "estimate", "llm_extractors"]

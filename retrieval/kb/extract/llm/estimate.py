@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ....core.records import Passage
 from ....llm import LLMSettings
-from ....records import Passage
 from .tasks import JOINT, TASKS
 
 # Chat-template tokens around each message (<|im_start|>role … <|im_end|>) and the reply's opener.
@@ -26,7 +26,7 @@ SPEED_FILE = "llm_speed.json"
 
 
 def _speed_path():
-    from ....paths import home
+    from ....core.paths import home
 
     return home() / SPEED_FILE
 

@@ -17,9 +17,9 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Iterator, Optional
 
+from ....core.records import Extraction, Passage
 from ....llm import LLM, LLMCallError, LLMOutputError
-from ....trace import LLMCall
-from ....records import Extraction, Passage
+from ....trace.model import LLMCall
 from .prompts import JOINT_VERSION, PROMPT_VERSION
 from .tasks import JOINT, TASKS, Task
 
@@ -104,7 +104,8 @@ class LLMExtractor:
 
     def summary(self) -> dict:
         m = self.meter
-        return {"layer": self.task.layer, "layers": sorted(self.layers), "model": self.llm.model, "backend": self.llm.describe(),
+        return {"layer": self.task.layer, "layers": sorted(self.layers), "model": self.llm.model,
+                "backend": self.llm.describe(),
                 "prompt_version": PROMPT_VERSION, "batch_size": self.batch_size, "retry_round": self.retry_round,
                 "passages": self.passages_done, "failed": self.failures, "calls": m.calls, "cached_calls": m.cached,
                 "repairs": m.repairs, "tokens_in": m.tokens_in, "tokens_out": m.tokens_out,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from ....records import SAG_ENTITY_TYPES, Passage
+from ....core.records import SAG_ENTITY_TYPES, Passage
 
 PROMPT_VERSION = "1"
 JOINT_VERSION = "2"  # 2: compact JSON, no spaces between tokens (retrieval/llm/compact.py)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ....records import SAG_ENTITY_TYPES, EntityLink, Event, Extraction, Passage, Proposition, Triple
-from ...normalize import normalize_entity
+from ....core.records import SAG_ENTITY_TYPES, EntityLink, Event, Extraction, Passage, Proposition, Triple
 from ....llm import compact
+from ...normalize import normalize_entity
 from ..openie_import import verbalise
 from . import prompts
 

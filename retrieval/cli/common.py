@@ -1,0 +1,70 @@
+"""What the command groups share: the LLM arguments, the method context a command runs on, the trace store."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..core.errors import ConfigError
+
+
+def _draft_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--draft-tokens", type=int, default=None, metavar="N",
+                   help="embedded model only: tokens guessed from the passage and checked in one pass while "
+                        "extracting (prompt-lookup drafts, 0 = off; default 3, env HOPTRACE_DRAFT_TOKENS)")
+
+
+def _llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default=None,
+                   help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
+                        "an OpenAI-compatible base URL; env HOPTRACE_LLM")
+    p.add_argument("--llm-model", default=None, help="model name for openai / URL endpoints; env HOPTRACE_LLM_MODEL")
+    p.add_argument("--profile", default=None, choices=["paper", "local"],
+                   help="LLM methods' hyperparameters: paper, or local (measured for a small model on 2 cores); "
+                        "default local for the embedded model, paper for an endpoint; env HOPTRACE_PROFILE")
+
+
+def _context(kb: str, args=None, **llm_overrides):
+    from ..encoders.embedder import get_embedder
+    from ..kb.presets import ensure_demo
+    from ..llm import LLMSettings, get_llm
+    from ..methods import Context
+    from ..store import open_store
+
+    if kb == "demo":
+        ensure_demo()
+    store = open_store(kb)
+    llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None), **llm_overrides))
+    return Context(store, get_embedder(store.info().embed_model), llm, profile=getattr(args, "profile", None))
+
+
+def _settings(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set takes NAME=VALUE, got {pair!r}")
+        name, value = pair.split("=", 1)
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
+
+
+def _trace_store():
+    from traces.storage.store import TraceStore, default_path
+
+    store = TraceStore(default_path(), recover=True)
+    if store.recovered:
+        print(f"hoptrace: warning: {store.recovered}", file=sys.stderr)
+    url = os.environ.get("HOPTRACE_OTLP_ENDPOINT", "").strip()
+    if url:  # each run's spans as it is stored, as the app does; sent before the command exits
+        import atexit
+
+        from traces.otel.export import LiveExport
+
+        live = LiveExport(url)
+        store.on_saved.append(live.submit)
+        atexit.register(lambda: (live.flush(60.0), live.shutdown()))
+    return store

@@ -1,0 +1,109 @@
+"""`hoptrace export`, `experiments` and `compare`: stored experiments listed, compared and sent as spans."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.errors import InputError
+from .common import _trace_store
+
+
+def add_parsers(sub) -> None:
+    xp = sub.add_parser("export", help="send stored runs as OpenTelemetry spans (OpenInference) to a collector "
+                                        "such as Phoenix, or write them as OTLP JSON")
+    to = xp.add_mutually_exclusive_group(required=True)
+    to.add_argument("--otlp", metavar="URL", help="an OTLP/HTTP collector, e.g. http://127.0.0.1:6006 (Phoenix)")
+    to.add_argument("--file", metavar="OUT.jsonl", help="OTLP JSON, one export request a line, for offline use")
+    what = xp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--session", metavar="ID", help="the runs of one session (an Ask request)")
+    what.add_argument("--runs", metavar="IDS", help="run ids, comma-separated")
+    what.add_argument("--experiment", metavar="ID", help="every run of a stored experiment (bench, reproduce)")
+    xp.add_argument("--traces", metavar="PATH", default=None,
+                    help="the trace file to read (default $HOPTRACE_HOME/traces.sqlite); opened read-only")
+
+    ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
+    ex.add_argument("--limit", type=int, default=50)
+    ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
+
+    cp = sub.add_parser("compare", help="an experiment's methods compared question by question, with 95 %% "
+                                        "intervals, paired randomization tests, and where each method lost the gold")
+    cp.add_argument("experiment", help="experiment id (or a unique prefix of 6+ characters)")
+    cp.add_argument("--metric", default="recall@5", help="recall@K | anyhit@K | allhit@K | em | f1 against gold, or "
+                    "ndcg@K | p@K | jrecall@K | judged@K against judgments (hoptrace judge) (default recall@5)")
+    cp.add_argument("--judges", default="person,llm,answer",
+                    help="judged metrics: whose grades, in the order a pair's grade is taken (default "
+                         "person,llm,answer)")
+    cp.add_argument("--rel", type=int, default=2, help="judged metrics: the grade counted relevant (default 2)")
+    cp.add_argument("--methods", default=None, help="comma-separated subset of the experiment's methods")
+    cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
+    cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
+
+
+def cmd_export(args) -> int:
+    from traces.otel.export import JsonlFileExporter, check_reachable, endpoint_url, export_stored, otlp_exporter
+    from traces.storage.store import TraceReader, default_path
+
+    where = endpoint_url(args.otlp) if args.otlp else args.file  # a malformed URL is named first
+    reader = TraceReader(args.traces or default_path())
+    try:
+        ids = reader.run_ids(runs=(args.runs or "").split(","), session=args.session, experiment=args.experiment)
+        if args.otlp:
+            check_reachable(where)
+            exporter = otlp_exporter(where)
+        else:
+            try:
+                exporter = JsonlFileExporter(Path(args.file))
+            except OSError as e:
+                raise InputError(f"cannot write {args.file}: {e.strerror}") from e
+        rep = export_stored(reader, ids, exporter, where)
+    finally:
+        reader.close()
+    print(f"exported {rep.runs} runs as {rep.spans} spans to {where} in {rep.seconds} s"
+          + (f"; {rep.failed_spans} spans were refused or lost" if rep.failed_spans else ""))
+    return 1 if rep.failed_spans else 0
+
+
+def cmd_experiments(args) -> int:
+    from traces.storage.experiments import Experiments
+
+    exps = Experiments(_trace_store()).list(limit=args.limit)
+    if args.json:
+        print(json.dumps([e.__dict__ for e in exps], indent=1, default=str))
+        return 0
+    if not exps:
+        print("no experiments stored yet: `hoptrace bench` or `hoptrace reproduce` make one")
+        return 0
+    for e in exps:
+        print(f"{e.describe()} · {e.provenance()}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from traces.stats.compare import compare, render_text, write_html
+    from traces.storage.experiments import Experiments
+
+    experiments = Experiments(_trace_store())
+    exp = experiments.get(args.experiment)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    judged = None
+    from traces.stats.judged_measures import is_judged_metric
+
+    if is_judged_metric(args.metric):
+        from traces.judging.judged import judged_for
+
+        judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
+                            args.rel)
+    cmp = compare(experiments, exp, args.metric, methods, judged)
+    print(render_text(cmp))
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(cmp.to_json(), indent=1, default=str))
+        print(f"wrote {args.json_out}")
+    if args.html_out:
+        args.html_out.parent.mkdir(parents=True, exist_ok=True)
+        write_html(cmp, args.html_out)
+        print(f"wrote {args.html_out}")
+    return 0
+
+
+COMMANDS = {"export": cmd_export, "experiments": cmd_experiments, "compare": cmd_compare}

@@ -1,0 +1,54 @@
+"""`hoptrace kb info`: a KB's counts, extraction per layer and LLM cost."""
+from __future__ import annotations
+
+import json
+
+
+def add_parsers(sub) -> None:
+    kb = sub.add_parser("kb", help="inspect a KB")
+    kb_sub = kb.add_subparsers(dest="kb_command", required=True)
+    info = kb_sub.add_parser("info", help="counts, extraction per layer (with failure reasons), LLM extraction cost")
+    info.add_argument("kb")
+    info.add_argument("--json", action="store_true", help="everything, including all metadata, as JSON")
+
+
+def cmd_kb(args) -> int:
+    from ..store import open_store
+
+    info = open_store(args.kb).info()
+    if args.json:
+        print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
+                          "embed_dim": info.embed_dim, "counts": info.counts, "extraction": info.extraction,
+                          "meta": info.meta}, indent=1))
+        return 0
+    print(render_kb_info(info))
+    return 0
+
+
+def render_kb_info(info) -> str:
+    """`hoptrace kb info`: what the KB holds, who extracted it, what failed and what the LLM cost."""
+    lines = [f"{info.meta.get('name', '?')} · {info.backend} · {info.location}",
+             f"embedder: {info.embed_model} ({info.embed_dim}-d)",
+             "counts: " + ", ".join(f"{k} {v:,}" for k, v in info.counts.items())]
+    if info.extraction:
+        lines.append("extraction (passages per layer):")
+        for row in info.extraction:
+            lines.append(f"  {row['layer']:<13} {row['extractor']:<32} {row['status']:<6} {row['passages']:>7,}")
+            lines.extend(f"      reason: {r[:200]}" for r in row["reasons"])
+    runs = info.meta.get("llm_extraction") or []
+    if runs:
+        lines.append("LLM extraction runs:")
+        for r in runs:
+            lines.append(f"  {r['finished']}  {r['layer']:<13} {r['model']} · {r['passages']} passages, {r['calls']} "
+                         f"calls ({r['cached_calls']} cached, {r['repairs']} repairs) · {r['tokens_in']:,} tok in / "
+                         f"{r['tokens_out']:,} out · {r['seconds']} s · {r['failed']} failed")
+        t_in, t_out = sum(r["tokens_in"] for r in runs), sum(r["tokens_out"] for r in runs)
+        secs = sum(r["seconds"] for r in runs)
+        lines.append(f"  total: {t_in:,} tokens in / {t_out:,} out · {secs / 60:.1f} min")
+    last = info.meta.get("last_build")
+    if last:
+        lines.append(f"last build: {last.get('passages_added', 0)} passages added, {last.get('seconds')} s")
+    return "\n".join(lines)
+
+
+COMMANDS = {"kb": cmd_kb}

@@ -1,0 +1,68 @@
+"""`hoptrace bench-app` and `bench-store`: the app's and the SQLite store's speed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.errors import ConfigError
+
+
+def add_parsers(sub) -> None:
+    ba = sub.add_parser("bench-app", help="app start-to-ready and click-to-first-stage times (headless Chromium)")
+    ba.add_argument("--users", type=int, default=0,
+                    help="load test instead: this many concurrent visitors on loopback (ui/load.py)")
+    ba.add_argument("--minutes", type=float, default=5.0, help="load test duration")
+    ba.add_argument("--methods", default="bm25,dense,composed,griever", help="load test: methods a request")
+    ba.add_argument("--solo", type=int, default=20, help="load test: single-user requests measured first")
+    ba.add_argument("--max-requests", type=int, default=2000, help="load test: bound on requests in all")
+    ba.add_argument("--app-dir", type=Path, default=None, help="load test: the app.py of another checkout "
+                                                               "(before/after)")
+    ba.add_argument("--compare-bench", action="store_true",
+                    help="load test: then run `bench` on the first 40 demo questions for the LLM-free methods, back "
+                         "to back and with 500 ms idle before each, and set each column's latency beside both")
+    ba.add_argument("--runs", type=int, default=5)
+
+    bs = sub.add_parser("bench-store", help="SQLite store scaling: memory, build time, latency on synthetic KBs")
+    bs.add_argument("--sizes", default="10000,100000,1000000", help="passages per synthetic KB, comma-separated")
+    bs.add_argument("--dir", type=Path, default=None, help="where to write the KBs (default $HOPTRACE_HOME/scale)")
+    bs.add_argument("--queries", type=int, default=50)
+    bs.add_argument("--keep", action="store_true", help="keep the synthetic KBs")
+    bs.add_argument("--json", dest="json_out", type=Path, help="write the rows here")
+
+
+def cmd_bench_app(args) -> int:
+    from ui.benchmark import bench_app
+
+    if args.users:
+        from ui import load as load_mod
+        from ui.load import load_test
+
+        methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+        res = load_test(args.users, args.minutes, methods, solo=args.solo,
+                        max_requests=args.max_requests, app_dir=args.app_dir or load_mod.REPO_ROOT)
+        if args.compare_bench:
+            res["column_vs_bench"] = load_mod.compare_with_bench(res["method_latency_shown"], methods)
+        print(json.dumps(res, indent=1))
+        return 0
+    print(json.dumps(bench_app(runs=args.runs), indent=1))
+    return 0
+
+
+def cmd_bench_store(args) -> int:
+    from ..bench.store_scale import render, run
+    from ..core.paths import home
+
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+    if not sizes or any(n < 100 for n in sizes):
+        raise ConfigError(f"--sizes: each size must be at least 100 passages, got {args.sizes!r}")
+    rows = run(sizes, args.dir or home() / "scale", args.queries, args.keep)
+    print(render(rows))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+COMMANDS = {"bench-app": cmd_bench_app, "bench-store": cmd_bench_store}

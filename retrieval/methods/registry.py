@@ -1,0 +1,74 @@
+"""Method registry: CLI and UI names → method classes, plus named ablation variants."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..core.errors import ConfigError
+from . import profiles
+from .base import Method
+from .context import Context
+
+# Filled once by the package (methods/__init__.py register), in the order the CLI and the app list
+# them. The registry imports no method: GEAR looks others up here to use them as its base.
+METHODS: dict[str, type[Method]] = {}
+
+
+def register(*classes: type[Method]) -> None:
+    METHODS.update({m.name: m for m in classes})
+
+# Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "griever_full_triples": ("griever", {"shortlist_index": "triples"}),
+    "griever_no_shortlist": ("griever", {"shortlist": False}),
+    "griever_rrf_first": ("griever", {"first_retriever": "rrf_hybrid"}),
+    # GRIEVER ranked by its §4.4 passage score alone (the paper's final ranking; ours adds the cosine)
+    "griever_path_ranking": ("griever", {"final_ranking": "paths"}),
+    # GEAR Table 4: beam search without the diversity weight.
+    "syncge_no_diversity": ("syncge", {"diversity": False}),
+    # GRIEVER Table 4: GEAR with GRIEVER as its base retriever, called with k = 5 (its footnote).
+    "gear_griever": ("gear", {"base": "griever", "base_k": 5}),
+    # SAG Table 4 (no expansion); and no rerank at all (coarse order), the floor under Table 6's
+    # lightweight reranker, whose model has no offline package (docs/sag.md).
+    "sag_h0": ("sag", {"hops": 0}),
+    "sag_no_rerank": ("sag", {"reranker": "none"}),
+    # GRASP A.1.7: no entity selection; uniform weighting instead of RankVote.
+    "grasp_no_selection": ("grasp", {"entity_selection": False}),
+    "grasp_uniform": ("grasp", {"vote": "uniform"}),
+    # GRASP Table 2, standard single-pass setting (no LLM): RankVote vs uniform weighting.
+    "grasp_single_pass_uniform": ("grasp_single_pass", {"vote": "uniform"}),
+}
+
+
+# Names that changed, so an old command line gets told the new one instead of "unknown".
+RENAMED = {"sag_light": "sag_no_rerank (it keeps the coarse order; it never was a reranker)"}
+
+
+def root_method(name: str) -> str:
+    """The registered method a name runs: itself, or the base of a variant."""
+    return VARIANTS[name][0] if name in VARIANTS else name
+
+
+def uses_llm(name: str) -> bool:
+    """Does the method (or the variant's base) call an LLM? Unknown names do not."""
+    return getattr(METHODS.get(root_method(name)), "uses_llm", False)
+
+
+def method_names() -> list[str]:
+    return [*METHODS, *VARIANTS]
+
+
+def make_method(name: str, ctx: Context, profile: Optional[str] = None, **overrides: Any) -> Method:
+    """A method by name, configured as profile → variant → overrides (methods/profiles.py)."""
+    if name in RENAMED:
+        raise ConfigError(f"method {name!r} is now called {RENAMED[name]}")
+    if name not in METHODS and name not in VARIANTS:
+        raise ConfigError(f"unknown method {name!r}; available: {', '.join(method_names())}")
+    root = root_method(name)
+    cls = METHODS[root]
+    chosen = profiles.resolve(profile or ctx.profile, ctx.llm) if cls.uses_llm else "paper"
+    settings = {**profiles.settings_for(root, chosen), **(VARIANTS[name][1] if name in VARIANTS else {}), **overrides}
+    method = cls(ctx, **settings)
+    method.name = name  # traces and bench rows carry the variant's name
+    method.profile = chosen
+    method.paper_config = cls.Config()
+    return method

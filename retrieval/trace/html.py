@@ -1,0 +1,240 @@
+"""Run records → escaped HTML: stage panels, a method's column, the ranking with its missed gold.
+
+Pure functions of the records, below both the UI (ui/render.py adds the page script, subgraphs
+and plotly) and the notebook (RunResult._repr_html_), so the core never imports the UI.
+
+Passages, titles, questions and LLM output are untrusted: every string goes through
+`esc` before it reaches HTML (gr.HTML drops <script> but keeps event-handler attributes).
+"""
+from __future__ import annotations
+
+import html
+import json
+import time
+from typing import Any, Iterable, Optional
+
+from .gold import gold_fates, recall_by_round
+from .model import RunResult, Stage, reused_ms
+
+MAX_ROWS = 25
+STATUS_MARK = {"ok": "✓", "empty": "∅", "error": "✗", "skipped": "–"}
+NODE_COLOURS = {"question": "#6d28d9", "query": "#a78bfa", "passage": "#2563eb", "entity": "#059669",
+                "triple": "#d97706", "event": "#db2777", "proposition": "#0891b2", "subquestion": "#7c3aed"}
+GOLD_COLOUR = "#f59e0b"
+
+CSS = """
+.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:12px}
+.ht-col{border:1px solid #d4d4d8;border-radius:8px;padding:8px;min-width:0}
+.ht-col h3{margin:0 0 6px 0}
+.ht-stage{border-left:3px solid #a1a1aa;margin:4px 0;padding:2px 6px}
+.ht-stage.ok{border-color:#16a34a}.ht-stage.empty{border-color:#f59e0b}.ht-stage.error{border-color:#dc2626}
+.ht-stage summary{cursor:pointer}
+.ht-meta{color:#71717a;font-size:.85em}
+.ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
+.ht-table td,.ht-table th{border-bottom:1px solid #e4e4e7;padding:1px 4px;text-align:left;overflow-wrap:anywhere}
+.ht-gold{background:#fef3c7}
+.ht-missed{color:#b91c1c}
+.ht-err{color:#b91c1c;font-weight:600}
+.ht-nested{display:inline-block;vertical-align:top}.ht-nested>summary{cursor:pointer;color:#3f3f46}
+.ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
+.ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
+.ht-live{border-color:#2563eb;background:#eff6ff}
+.ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:4px 8px;margin-bottom:6px}
+.ht-graph-link{color:#2563eb;cursor:pointer;text-decoration:underline dotted}
+"""
+
+# The page script that turns a click on a stage's "graph" link into a Stage pick: it writes
+# the link's data-stage into the hidden #stage-click box, whose input event the app handles.
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+INLINE_CHARS = 120  # a nested value shorter than this as JSON stays on one line
+
+
+def _fmt(v: Any, gold: set[str] = frozenset()) -> str:
+    """One payload value. Nested dicts and lists longer than a line fold into a <details>
+    whose body renders all of it: folded, never cut."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (dict, list)):
+        text = json.dumps(v, ensure_ascii=False, default=str)
+        if len(text) <= INLINE_CHARS or not v:
+            return esc(text)
+        body = payload_html(v, gold) if isinstance(v, dict) else _list_html("", v, gold)
+        return (f"<details class='ht-nested'><summary>{esc(text[:INLINE_CHARS - 1])}…</summary>"
+                f"{body}</details>")
+    return esc(v)
+
+
+def _is_gold_row(row: dict, gold: set[str]) -> bool:
+    return any(isinstance(v, str) and v in gold for v in row.values())
+
+
+def _rows_html(cols: list, rows: list[dict], gold: set[str]) -> str:
+    return "".join(f"<tr class='{'ht-gold' if _is_gold_row(row, gold) else ''}'>"
+                   + "".join(f"<td>{_fmt(row.get(c, ''), gold)}</td>" for c in cols) + "</tr>" for row in rows)
+
+
+def _is_nested(v: Any) -> bool:
+    return isinstance(v, (dict, list)) and len(json.dumps(v, ensure_ascii=False, default=str)) > INLINE_CHARS
+
+
+def _cards_html(label: str, rows: list[dict], gold: set[str]) -> str:
+    """Rows that hold nested structures (a beam's candidate extensions, a hop's examples) as
+    full-width cards: a table cell would squeeze their inner tables to a few characters."""
+    def card(row: dict) -> str:
+        flat = {k: v for k, v in row.items() if not _is_nested(v)}
+        head = " · ".join(f"<b>{esc(k)}</b> {_fmt(v, gold)}" for k, v in flat.items())
+        nested = payload_html({k: v for k, v in row.items() if k not in flat}, gold)
+        return f"<div class='ht-card {'ht-gold' if _is_gold_row(row, gold) else ''}'>{head}{nested}</div>"
+    rest = rows[MAX_ROWS:]
+    more = (f"<details><summary class='ht-meta'>… {len(rest)} more</summary>{''.join(map(card, rest))}</details>"
+            if rest else "")
+    return f"<div>{label}{''.join(map(card, rows[:MAX_ROWS]))}{more}</div>"
+
+
+def _list_html(key: str, value: list, gold: set[str]) -> str:
+    label = f"<b>{esc(key)}</b> ({len(value)})" if key else f"({len(value)})"
+    if value and all(isinstance(x, dict) for x in value) and any(_is_nested(v) for x in value for v in x.values()):
+        return _cards_html(label, value, gold)
+    if value and all(isinstance(x, dict) for x in value):
+        cols = list(dict.fromkeys(c for row in value for c in row))
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        rest = value[MAX_ROWS:]
+        more = (f"<details><summary class='ht-meta'>… {len(rest)} more</summary><table class='ht-table'>"
+                f"<tr>{head}</tr>{_rows_html(cols, rest, gold)}</table></details>") if rest else ""
+        return (f"<div>{label}<table class='ht-table'><tr>{head}</tr>{_rows_html(cols, value[:MAX_ROWS], gold)}"
+                f"</table>{more}</div>")
+    items = ", ".join(_fmt(x, gold) for x in value[:MAX_ROWS])
+    rest = value[MAX_ROWS:]
+    more = (f" <details style='display:inline'><summary class='ht-meta'>… +{len(rest)}</summary>"
+            + ", ".join(_fmt(x, gold) for x in rest) + "</details>") if rest else ""
+    return f"<div>{label}: {items}{more}</div>"
+
+
+def payload_html(payload: dict, gold: set[str]) -> str:
+    parts = []
+    for key, value in payload.items():
+        if key == "traceback":
+            parts.append(f"<details><summary>traceback</summary><pre>{esc(value)}</pre></details>")
+        elif isinstance(value, list):
+            parts.append(_list_html(key, value, gold))
+        else:
+            parts.append(f"<div><b>{esc(key)}</b>: {_fmt(value, gold)}</div>")
+    return "".join(parts)
+
+
+def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "") -> str:
+    mark = STATUS_MARK.get(st.status, "?")
+    graph = ""
+    if st.subgraph and st.subgraph.nodes:
+        size = f"graph {len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e"
+        # A click on it draws this stage's subgraph in the panel (the app's page script reads
+        # data-stage, which is the Stage picker's own choice string).
+        graph = (f" · <a class='ht-graph-link' data-stage='{esc(f'{method} · {st.name}')}' "
+                 f"title='draw this subgraph'>{size} ▸</a>" if method else f" · {size}")
+    msg = (f"<div class='{'ht-err' if st.status == 'error' else 'ht-meta'}'>{esc(st.message)}</div>"
+           if st.message else "")
+    calls = "".join(
+        f"<details><summary>LLM call {i + 1}: {esc(c.model)} · {c.tokens_in}/{c.tokens_out} tok · "
+        f"{c.latency_ms:.0f} ms</summary><pre>{esc(c.prompt)}</pre><hr><pre>{esc(c.completion)}</pre></details>"
+        for i, c in enumerate(st.llm_calls))
+    return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
+            f"<summary>{mark} <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
+            f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
+            f"{msg}{payload_html(st.payload, gold)}{calls}</details>")
+
+
+def _latency(ms: float, reused: float) -> str:
+    """A latency, naming the part reused from another method of the request (trace.charge_reused)."""
+    if reused <= 0:
+        return f"{ms:.1f} ms"
+    return (f"<span title='counted as if this method ran alone: it reused work of another method "
+            f"of this request (the question's encoding) and is charged what that cost'>"
+            f"{ms:.1f} ms (incl. {reused:.1f} ms shared)</span>")
+
+
+def ranking_html(run: RunResult, gold: set[str]) -> str:
+    rows = "".join(
+        f"<tr class='{'ht-gold' if r.passage_id in gold else ''}'><td>{i + 1}</td>"
+        f"<td>{'★ ' if r.passage_id in gold else ''}{esc(r.title)}</td><td>{r.score:.4f}</td></tr>"
+        for i, r in enumerate(run.ranked))
+    missed = ""
+    if gold:
+        fates = [f for f in gold_fates(run, gold) if f.rank is None]
+        if fates:
+            items = "".join(f"<li class='ht-missed'>{esc(f.passage_id)}: "
+                            + (f"last seen in <b>{esc(f.last_seen)}</b>" if f.last_seen else "never retrieved")
+                            + "</li>" for f in fates)
+            missed = f"<div><b>Missed gold passages</b><ul>{items}</ul></div>"
+        found = len(gold) - len(fates)
+        rounds = recall_by_round(run, gold)
+        by_round = (" · recall by round: " + ", ".join(f"{n}: {r:.2f}" for n, r in rounds)) if len(rounds) > 1 else ""
+        missed = f"<div class='ht-meta'>gold found: {found}/{len(gold)}{by_round}</div>" + missed
+    return (f"<table class='ht-table ht-ranking'><tr><th>#</th><th>passage</th><th>score</th></tr>{rows}</table>"
+            f"{missed}")
+
+
+def live_html(st: Stage) -> str:
+    """The stage a method is in now, with what its LLM call is doing (Stage.progress)."""
+    p = st.progress
+    elapsed = max(0.0, time.time() - st.started_at)
+    what = p.get("llm")
+    purpose = esc(p.get("purpose", ""))
+    if what == "waiting":
+        n = int(p.get("ahead", 1))
+        doing = f"waiting for the LLM ({n} request{'s' if n != 1 else ''} ahead) · {purpose}"
+    elif what == "reading":
+        doing = f"LLM reading the prompt · {purpose}"
+    elif what == "writing":
+        cap = f" of at most {int(p['max_tokens'])}" if p.get("max_tokens") else ""
+        n = int(p.get("tokens_out", 0))
+        doing = f"LLM writing · {purpose} · {n} token{'' if n == 1 else 's'} so far{cap}"
+    else:
+        doing = "running"
+    return (f"<div class='ht-stage ht-live'>⏳ <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
+            f"{doing} · {elapsed:.1f} s</span></div>")
+
+
+def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
+                running: bool, live: Optional[Stage] = None, graph_links: bool = True,
+                cache: Optional[dict] = None) -> str:
+    """`graph_links`: each stage's graph size is a link that draws it (the Ask tab's columns).
+    `cache`: a finished stage does not change, so a live view renders each one once, not once
+    an update (keyed by the stage object, which the cache's owner keeps alive)."""
+    head = f"<h3>{esc(method)}</h3>"
+    if run is not None:
+        status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
+        reused = sum(reused_ms(st) for st in run.stages)
+        head += (f"<div class='ht-meta'>{status} · {_latency(run.latency_ms, reused)} · tokens {run.tokens_in}/"
+                 f"{run.tokens_out}</div>")
+        if run.answer is not None:
+            head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
+    elif running:
+        head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
+    def one(s: Stage) -> str:
+        if cache is None:
+            return stage_html(s, gold, method=method if graph_links else "")
+        key = (id(s), method)
+        if key not in cache:
+            cache[key] = stage_html(s, gold, method=method if graph_links else "")
+        return cache[key]
+
+    body = "".join(one(s) for s in stages)
+    if live is not None and run is None:
+        body += live_html(live)
+    tail = ranking_html(run, gold) if run is not None and run.ranked else ""
+    return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
+
+
+def grid_html(columns: Iterable[str], session_id: str = "") -> str:
+    return f"<style>{CSS}</style><div class='ht-grid' data-session='{esc(session_id)}'>{''.join(columns)}</div>"
+
+
+def error_html(message: str) -> str:
+    return f"<style>{CSS}</style><div class='ht-err'>{esc(message)}</div>"
+
+
+# --- subgraphs ------------------------------------------------------------------------------

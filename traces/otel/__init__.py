@@ -1,0 +1,1 @@
+"""Stored runs as OpenTelemetry spans (OpenInference conventions), and their export to a collector."""

@@ -1,0 +1,1 @@
+"""An experiment's statistics: methods compared question by question, and where each lost the gold."""

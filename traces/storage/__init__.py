@@ -1,0 +1,1 @@
+"""The trace database: runs and their stages, experiments, question sets, retention under a size cap."""

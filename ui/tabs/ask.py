@@ -1,0 +1,241 @@
+"""The Ask tab: pick methods, ask, and watch each method's stages side by side; open a recorded
+showcase run or a stored session instead."""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from types import SimpleNamespace
+
+import gradio as gr
+
+from retrieval import showcase as showcase_mod
+from retrieval.core.errors import HopTraceError
+
+from .. import render
+from ..ask import run_side_by_side
+from ..picker import GROUPS, group_info
+from .shared import (
+    RUNS_PREFIX,
+    SHOWCASE_PREFIX,
+    _expired,
+    _graph_choices,
+    _pick_stage,
+    _picker_names,
+    _showcase_grid,
+    _stored_grid,
+    _stored_runs,
+    _stored_session,
+)
+
+DEFAULT_METHODS = ["composed", "griever"]
+
+
+def _columns(prog) -> str:
+    return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
+                                                running=not prog.done and m not in prog.runs,
+                                                live=prog.live.get(m), cache=prog.html)
+                             for m in prog.methods), prog.session_id)
+
+
+
+def _load_showcase(kb: str):
+    """The shipped recording, or None; a broken file must not stop the app (it says why)."""
+    try:
+        return showcase_mod.load_for(kb), ""
+    except HopTraceError as e:
+        return None, str(e)
+
+
+
+
+def _method_pickers(llm: str) -> list:
+    """One checkbox group per paper, its ablations folded beneath it; each group's info line gives
+    the paper tables and the expected time of each method (ui/picker.py). Wrapped in #methods so
+    every method's checkbox is found under one selector."""
+    out = []
+    with gr.Column(elem_id="methods", scale=2):
+        for g in GROUPS:
+            out.append(gr.CheckboxGroup(list(g.methods), value=[m for m in g.methods if m in DEFAULT_METHODS],
+                                        label=f"{g.title} · {g.tables}", info=group_info(g.methods, llm),
+                                        elem_classes=["ht-picker"]))
+            if g.ablations:
+                with gr.Accordion(f"{g.title} ablations", open=False, elem_classes=["ht-ablations"]):
+                    out.append(gr.CheckboxGroup(list(g.ablations), value=[], show_label=False,
+                                                info=group_info(g.ablations, llm), elem_classes=["ht-picker"]))
+    return out
+
+
+
+
+def _session_url(session_id: str) -> str:
+    """Relative, so it is right behind any host or proxy (Spaces included)."""
+    return f"?session={session_id}"
+
+
+
+def layout(shell) -> SimpleNamespace:
+    """The tab's components, in page order."""
+    state = shell.state
+    examples = shell.examples
+    with gr.Tab("Ask", id="ask"):
+        sc, sc_error = _load_showcase("demo")
+        with gr.Row(visible=sc is not None or bool(sc_error)):
+            sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=None, scale=4,
+                                  label=(f"Showcase: open a recorded run instantly ({sc.banner})" if sc
+                                         else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
+            live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
+        question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
+        example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
+        with gr.Row():
+            pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none")
+            k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+            iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
+            with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
+        run_btn = gr.Button("Run", variant="primary", elem_id="run")
+        link = gr.Markdown(elem_id="session-link")
+        columns = gr.HTML(elem_id="columns")
+        with gr.Accordion("Subgraph", open=True):
+            gr.HTML("<style>#stage-click{display:none}</style>")
+            stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
+            graph_pick = gr.Dropdown([], label="Stage (or click a stage's graph link in its column)",
+                                     elem_id="graph-pick", allow_custom_value=True)
+            graph = gr.HTML(elem_id="graph")
+        comparison = gr.Plot(label="Comparison", elem_id="comparison")
+    return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
+                           example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
+                           run_btn=run_btn, link=link, columns=columns, stage_click=stage_click,
+                           graph_pick=graph_pick, graph=graph, comparison=comparison)
+
+
+def wire(shell) -> None:
+    """Its handlers: a live run, a recorded one, a stage's subgraph, `?session=` reopened."""
+    app = shell.app
+    state = shell.state
+    kb = shell.kb
+    session_state = shell.session_state
+    visitor = shell.visitor
+    sc = shell.ask.sc
+    sc_pick = shell.ask.sc_pick
+    live_btn = shell.ask.live_btn
+    question = shell.ask.question
+    example = shell.ask.example
+    pickers = shell.ask.pickers
+    k = shell.ask.k
+    iterations = shell.ask.iterations
+    with_answer = shell.ask.with_answer
+    run_btn = shell.ask.run_btn
+    link = shell.ask.link
+    columns = shell.ask.columns
+    stage_click = shell.ask.stage_click
+    graph_pick = shell.ask.graph_pick
+    graph = shell.ask.graph
+    comparison = shell.ask.comparison
+    example.change(lambda x: x or gr.update(), example, question)
+
+    def ask(kb_name, q, chosen, k_value, n_iter, answer, who, request=None):
+        try:
+            state.throttle(who, request)
+            # In public mode one address holds at most one request with LLM work at a time.
+            with ExitStack() as held:
+                held.enter_context(state.llm_slot(request, list(chosen), bool(answer)))
+                for out, done in _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
+                    if done:
+                        # Released before the last update reaches the visitor: a client that
+                        # asks again as soon as it has its answer must find the slot free (the
+                        # soak's LLM visitors did not, and were refused).
+                        held.close()
+                    yield out
+        except HopTraceError as e:
+            yield render.error_html(str(e)), "", gr.update(), None, "", ""
+
+    def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
+        graph_sent, first = None, True
+        stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
+                                  {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
+        for prog in stream:
+            url = _session_url(prog.session_id)
+            latest = prog.latest
+            # The first update clears what an earlier run or a recording left in the graph,
+            # stage picker and comparison, so nothing stale sits beside a live run.
+            fresh, first = first, False
+            # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
+            graph_out = "" if fresh else gr.update()
+            if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
+                graph_sent = latest
+                graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
+            if not prog.done:
+                yield (_columns(prog), graph_out,
+                       gr.update(choices=[], value=None) if fresh else gr.update(),
+                       None if fresh else gr.update(),
+                       f"Session `{prog.session_id}` (running…)", prog.session_id), False
+            else:
+                choices = _graph_choices(prog.runs)
+                yield (_columns(prog), graph_out,
+                       gr.update(choices=choices, value=choices[-1] if choices else None),
+                       render.comparison_figure(prog.runs, prog.gold),
+                       f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id), True
+
+    def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
+        yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who,
+                       request)
+
+    run_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers], api_name="ask",
+                  outputs=[columns, graph, graph_pick, comparison, link, session_state],
+                  concurrency_limit=8, concurrency_id="ask")
+    live_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers],
+                   [columns, graph, graph_pick, comparison, link, session_state],
+                   concurrency_limit=8, concurrency_id="ask")
+
+    def open_recorded(label):
+        """A showcase question from the recording: no model runs, so it opens at once."""
+        item = sc.find(label) if sc and label else None
+        if item is None:
+            return (gr.update(),) * (7 + len(pickers))
+        runs = item.current_runs
+        choices = _graph_choices(runs)
+        st = _pick_stage(runs, choices[-1]) if choices else None
+        picked = [gr.update(value=[m for m in _picker_names(pk) if m in runs]) if runs else gr.update()
+                  for pk in pickers]
+        return ("demo", item.question, _showcase_grid(sc, item),
+                gr.update(choices=choices, value=choices[-1] if choices else None),
+                render.graph_iframe(st.subgraph if st else None, set(item.gold)),
+                render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label, *picked)
+
+    sc_pick.change(open_recorded, sc_pick, [kb, question, columns, graph_pick, graph, comparison,
+                                            session_state, *pickers])
+
+    def pick_graph(choice, sid):
+        if not sid:
+            return ""
+        if sid.startswith(SHOWCASE_PREFIX):
+            item = sc.find(sid[len(SHOWCASE_PREFIX):]) if sc else None
+            st = _pick_stage(item.current_runs, choice) if item else None
+            return render.graph_iframe(st.subgraph if st else None, set(item.gold) if item else set())
+        if sid.startswith(RUNS_PREFIX):
+            runs, gold = _stored_runs(state.traces, sid[len(RUNS_PREFIX):].split(","))
+        else:
+            runs, gold, _, _ = _stored_session(state.traces, sid)
+        st = _pick_stage(runs, choice)
+        return render.graph_iframe(st.subgraph if st else None, gold)
+
+    graph_pick.change(pick_graph, [graph_pick, session_state], graph)
+    # A click on a stage's graph link in a column picks that stage (render.STAGE_CLICK_JS).
+    stage_click.change(lambda clicked: gr.update(value=clicked.split("\t")[0]) if clicked else gr.update(),
+                       stage_click, graph_pick)
+    app.load(None, js=render.STAGE_CLICK_JS)
+
+
+    def reopen(request: gr.Request):
+        """`?session=ID` reopens a stored comparison exactly as it was."""
+        sid = (request.query_params.get("session") if request else None) or ""
+        if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
+            return (gr.update(), _expired("comparison"), gr.update(), gr.update(), gr.update(), "")
+        if not sid or state.traces.session(sid) is None:
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), ""
+        runs, gold, _, q = _stored_session(state.traces, sid)
+        choices = _graph_choices(runs)
+        st = _pick_stage(runs, choices[-1]) if choices else None
+        return (q, _stored_grid(runs, gold), gr.update(choices=choices, value=choices[-1] if choices else None),
+                render.graph_iframe(st.subgraph if st else None, gold),
+                render.comparison_figure(runs, gold), sid)
+
+    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])

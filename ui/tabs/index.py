@@ -1,0 +1,154 @@
+"""The Index tab: a corpus uploaded and built into a KB, and question sets added to a KB."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from retrieval.core.errors import HopTraceError
+from retrieval.core.paths import resolve_kb
+from retrieval.corpus.plain import load_plain_questions, plain_or_none
+from retrieval.kb.presets import ExtractionPlan, build_from_files
+from traces.storage.questionsets import QuestionSets, built_in
+
+from .. import render
+from ..public import LimitError, visitor_message
+
+
+def layout(shell) -> SimpleNamespace:
+    """The tab's components, in page order."""
+    with gr.Tab("Index", id="index"):
+        gr.Markdown("Upload a corpus in HippoRAG format (`[{\"title\", \"text\"}]`) and, optionally, "
+                    "questions. It is built with the LLM-free extractor (or imported OpenIE triples) "
+                    "and becomes a knowledge base you can ask.")
+        with gr.Row():
+            up_corpus = gr.File(label="Corpus JSON", file_types=[".json", ".gz"], elem_id="up-corpus")
+            up_questions = gr.File(label="Questions (optional): with gold (MuSiQue, HotpotQA, 2Wiki JSON) or "
+                                         "without (.txt, .json, .csv)", file_types=[".json", ".gz", ".txt", ".csv"],
+                                   elem_id="up-questions")
+            up_openie = gr.File(label="OpenIE JSON (optional)", file_types=[".json", ".gz"])
+        with gr.Row():
+            up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
+            up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
+                                    info="llm: GEAR triples, SAG events and GRASP propositions made by the "
+                                         "configured LLM (slow on CPU: ~30 s a passage)")
+        up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
+        up_log = gr.Markdown(elem_id="up-log")
+        gr.Markdown("**Your questions, no gold needed**: a `.txt` file (one question a line), a JSON list "
+                    "of strings or of `{id, question[, answer]}`, or a CSV with a `question` column, added "
+                    "as a question set to the knowledge base picked at the top. Bench it in the Benchmark "
+                    "tab, then pool and judge the runs in the Judge tab.")
+        with gr.Row():
+            qs_file = gr.File(label="Questions (.txt, .json, .csv)", file_types=[".txt", ".json", ".csv"],
+                              elem_id="qs-file")
+            qs_name = gr.Textbox(label="Question set name", value="my_questions", elem_id="qs-name")
+            qs_btn = gr.Button("Add questions", elem_id="qs-add")
+        qs_log = gr.Markdown(elem_id="qs-log")
+        qs_list = gr.Markdown(elem_id="qs-list")
+    return SimpleNamespace(up_corpus=up_corpus, up_questions=up_questions, up_openie=up_openie, up_name=up_name,
+                           up_extractor=up_extractor, up_btn=up_btn, up_log=up_log, qs_file=qs_file, qs_name=qs_name,
+                           qs_btn=qs_btn, qs_log=qs_log, qs_list=qs_list)
+
+
+def wire(shell) -> None:
+    """Its handlers: question sets listed and added, a corpus built."""
+    app = shell.app
+    state = shell.state
+    kb = shell.kb
+    visitor = shell.visitor
+    b_set = shell.bench.b_set
+    up_corpus = shell.index.up_corpus
+    up_questions = shell.index.up_questions
+    up_openie = shell.index.up_openie
+    up_name = shell.index.up_name
+    up_extractor = shell.index.up_extractor
+    up_btn = shell.index.up_btn
+    up_log = shell.index.up_log
+    qs_file = shell.index.qs_file
+    qs_name = shell.index.qs_name
+    qs_btn = shell.index.qs_btn
+    qs_log = shell.index.qs_log
+    qs_list = shell.index.qs_list
+    set_choices = shell.set_choices
+
+    def sets_listing(kb_name, who) -> str:
+        """The KB's question sets with their source and size (the Index tab)."""
+        try:
+            own = state.kb(kb_name).questions
+        except HopTraceError:
+            own = []
+        sets = ([built_in(kb_name, own)] if own else []) + QuestionSets(state.traces).list(
+            kb_name, state.owner_filter(who))
+        if not sets:
+            return f"KB **{render.esc(kb_name)}** has no questions yet: add a set above."
+        return f"Question sets of **{render.esc(kb_name)}**:\n\n" + "\n".join(
+            f"- {render.esc(s.describe())}" for s in sets)
+
+    kb.change(lambda k, who, cur: set_choices(k, who, cur), [kb, visitor, b_set], b_set)
+    kb.change(sets_listing, [kb, visitor], qs_list)
+    app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
+    app.load(sets_listing, [kb, visitor], qs_list)
+
+    def add_questions(kb_name, file, set_name, who, request: gr.Request):
+        if file is None:
+            raise gr.Error("upload a questions file first")
+        try:
+            state.check_kb(kb_name, who)
+            state.throttle(who, request)
+            questions = load_plain_questions(Path(file))
+            qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
+                                                owner=state.owner_id(who))
+        except HopTraceError as e:
+            if not state.public.show_paths:
+                raise gr.Error(visitor_message(str(e), {file: Path(file).name})) from e
+            raise gr.Error(str(e)) from e
+        return (f"Added to **{render.esc(kb_name)}**: {render.esc(qs.describe())}. Pick it in the Benchmark "
+                "tab's *Question set*.", set_choices(kb_name, who, qs.name))
+
+    qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
+        sets_listing, [kb, visitor], qs_list)
+
+    def index(corpus, qfile, openie, name, extractor, who, request: gr.Request,
+              progress=gr.Progress(track_tqdm=True)):  # noqa: B008  (Gradio injects its progress tracker through this default)
+        if corpus is None:
+            raise gr.Error("upload a corpus file first")
+        name = (name or "").strip()
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise gr.Error("KB name: letters, digits, - and _ only")
+        try:
+            state.public.check_extractor(extractor)
+            if state.public.enabled and resolve_kb(name).exists():
+                # A visitor must not add passages to a KB others use (the demo included).
+                raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
+            state.throttle(who, request)
+            plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
+            # Questions without gold are read before the build (a bad file fails fast) and become a
+            # question set once it is done; a gold-format file goes into the KB as before.
+            plain = plain_or_none(Path(qfile)) if qfile else None
+            report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
+                                      else None, plan.openie, name=name, progress=True, plan=plan,
+                                      max_passages=state.public.passage_cap())
+            added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
+                                                    Path(qfile).name, owner=state.owner_id(who))
+                     if plain else None)
+        except HopTraceError as e:
+            if not state.public.show_paths:  # name each file as the visitor named it
+                raise gr.Error(visitor_message(str(e), {f: Path(f).name for f in (corpus, qfile, openie) if f})) from e
+            raise gr.Error(str(e)) from e
+        state.forget(name)
+        if state.public.enabled:
+            state.kb_owners.claim(name, who or "")
+        d = report.as_dict()
+        msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
+               f"{d['questions']} questions, {d['seconds']} s. Pick it under *Knowledge base*.")
+        if added is not None:
+            msg += f" Question set added: {render.esc(added.describe())}."
+        for run in report.llm:
+            msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens "
+                    f"in / "
+                    f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
+        return msg, gr.update(choices=state.kb_choices(who), value=name)
+
+    up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
+                 concurrency_limit=1, concurrency_id="index")

@@ -1,0 +1,75 @@
+"""Views of stored runs that several tabs open: a session, a drill-down pair, a recording."""
+from __future__ import annotations
+
+from typing import Optional
+
+from traces.storage.store import TraceStore
+
+from .. import render
+
+
+def _graph_choices(runs: dict) -> list[str]:
+    return [f"{m} · {s.name}" for m, run in runs.items() for s in run.stages if s.subgraph and s.subgraph.nodes]
+
+
+def _pick_stage(runs: dict, choice: Optional[str]):
+    if not choice or " · " not in choice:
+        return None
+    method, stage = choice.split(" · ", 1)
+    run = runs.get(method)
+    return next((s for s in run.stages if s.name == stage), None) if run else None
+
+
+
+
+def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str], str, str]:
+    """Runs of a stored session exactly as saved (no recomputation): runs, gold, kb, question."""
+    runs, gold, kb, question = {}, set(), "", ""
+    for rid in traces.session_runs(session_id):
+        run, info = traces.load_run(rid)
+        runs[run.method] = run
+        gold |= set(info["gold"])
+        kb, question = info["kb"], run.question
+    return runs, gold, kb, question
+
+
+def _expired(what: str) -> str:
+    return render.error_html(f"This {what} has expired: this demo keeps stored traces for a limited time and "
+                             "space, and removed it. Run it again to see it.")
+
+
+def _stored_runs(traces: TraceStore, run_ids: list[str]) -> tuple[dict, set[str]]:
+    """Runs opened from an experiment, labelled by method as the drill-down showed them."""
+    runs, gold = {}, set()
+    for rid in run_ids:
+        run, info = traces.load_run(rid)
+        runs[run.method if run.method not in runs else f"{run.method} [{rid[:6]}]"] = run
+        gold |= set(info["gold"])
+    return runs, gold
+
+
+
+SHOWCASE_PREFIX = "showcase:"
+RUNS_PREFIX = "runs:"  # session_state of a pair opened from an experiment
+
+
+
+def _showcase_grid(sc, item) -> str:
+    note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
+            f"Press <b>Run live</b> to run this question now.</div>")
+    if item.stale:
+        note += ("<div class='ht-meta'>Not shown, because the recording no longer matches this version: "
+                 + ", ".join(f"{render.esc(m)} ({render.esc(why)})" for m, why in item.stale.items()) + "</div>")
+    return note + _stored_grid(item.current_runs, set(item.gold))
+
+
+def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True) -> str:
+    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links)
+                            for m, r in runs.items())
+
+
+
+
+def _picker_names(picker) -> list[str]:
+    return [c[1] if isinstance(c, (tuple, list)) else c for c in picker.choices]
+

@@ -75,3 +75,9 @@ def test_per_question_scores_read_the_run_at_k_and_answers():
     for bad in ("recall", "recall@0", "mrr@5", "em@5"):
         with pytest.raises(ConfigError, match="unknown metric"):
             parse_metric(bad)
+
+
+def test_one_question_is_inconclusive_not_an_error():
+    """scipy's permutation test needs two observations; one question tells two methods nothing apart."""
+    p = paired("a", [1.0], "b", [0.0])
+    assert p.n == 1 and p.p == 1.0 and p.wins == 1

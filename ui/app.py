@@ -24,7 +24,7 @@ from . import evidence, render
 from .judging import JUDGE_KEYS_JS
 from .public import PublicLimits, new_visitor_id
 from .state import AppState
-from .tabs import ask, benchmark, index, judge, traces
+from .tabs import ask, benchmark, index, judge, qgen, traces
 
 
 def build(state: AppState) -> gr.Blocks:
@@ -63,6 +63,7 @@ def build(state: AppState) -> gr.Blocks:
         _wire_arrival(shell)
         benchmark.wire(shell)
         index.wire(shell)
+        qgen.wire(shell)
     return app
 
 

@@ -35,6 +35,9 @@ class PublicLimits:
     max_bench_questions: int = 20
     # LLM judging of a pool (traces/judging/): pairs one request may send to the one model server.
     max_judge_pairs: int = 60
+    # Questions generated from a KB's graph (retrieval/qgen/) a request may keep: ~15–30 s each on
+    # the embedded model (three to four LLM requests a candidate).
+    max_generate: int = 20
     max_llm_methods: int = 2          # LLM methods in one request (each holds the one model server)
     llm_extraction: bool = False      # ~10–60 s a passage on the embedded model
     requests_per_minute: int = 6      # asks, benchmarks and builds of one visitor
@@ -71,6 +74,11 @@ class PublicLimits:
             raise LimitError(f"this public demo judges at most {self.max_judge_pairs} pooled pairs with the LLM a "
                              f"request ({n_pairs} are left to judge); pool fewer methods or a smaller depth, grade "
                              "them yourself, or run `hoptrace judge` locally")
+
+    def check_generate(self, n: int) -> None:
+        if self.enabled and n > self.max_generate:
+            raise LimitError(f"this public demo generates at most {self.max_generate} questions a request (asked "
+                             f"{n}); generate more with `hoptrace questions generate` locally")
 
     def check_extractor(self, extractor: str) -> None:
         if self.enabled and extractor == "llm" and not self.llm_extraction:

@@ -103,8 +103,9 @@ def paired(a_name: str, a: Sequence[float], b_name: str, b: Sequence[float]) -> 
         return Paired(a_name, b_name, 0, float("nan"), float("nan"), float("nan"), float("nan"), 0, 0, 0)
     iv = mean_interval(d)
     sd = float(d.std(ddof=1)) if n > 1 else 0.0
-    if not np.any(np.abs(d) > TIE):
-        p = 1.0   # every swap gives the same statistic: nothing to tell apart
+    if n < 2 or not np.any(np.abs(d) > TIE):
+        # Every swap gives the same statistic, or one question (scipy needs two): nothing to tell apart.
+        p = 1.0
     else:
         from scipy import stats
 

@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 from ..core.errors import ConfigError, KBError
+from . import qgen
 from .common import _context, _llm_args, _trace_store
 
 
 def add_parsers(sub) -> None:
-    q = sub.add_parser("questions", help="question sets of a KB: add your own questions (no gold needed), list them")
+    q = sub.add_parser("questions", help="question sets of a KB: add your own questions (no gold needed), "
+                       "generate multi-hop ones with gold from the KB's graph, list them")
     qs = q.add_subparsers(dest="questions_command", required=True)
     qa = qs.add_parser("add", help="add a question set from a .txt (one a line), .json or .csv file")
     qa.add_argument("file", type=Path)
@@ -21,6 +23,7 @@ def add_parsers(sub) -> None:
     qa.add_argument("--name", required=True, help="the set's name (bench --question-set NAME)")
     ql = qs.add_parser("list", help="the KB's question sets with their source and size")
     ql.add_argument("--kb", required=True)
+    qgen.add_parsers(qs)
 
     j = sub.add_parser("judge", help="pool an experiment's runs (TREC depth-k) and grade the pool 0–3 with a judge")
     j.add_argument("experiment", help="experiment id (or a unique prefix of 6+ characters)")
@@ -75,6 +78,8 @@ def cmd_questions(args) -> int:
 
     kb = _kb_label(args.kb)
     sets = QuestionSets(_trace_store())
+    if args.questions_command in qgen.COMMANDS:
+        return qgen.COMMANDS[args.questions_command](args, kb)
     if args.questions_command == "add":
         questions = _read_questions(args.file, kb)
         qs = sets.add(kb, args.name, questions, source=args.file.name)

@@ -615,3 +615,75 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.wait_for_timeout(1500)
     assert page.locator("#bench-set input").input_value() == "mine"   # viewing an experiment keeps the set
     page.screenshot(path=str(shots / "judge-compare.png"), full_page=True)
+
+
+FICTION = [
+    {"title": "Zorvath Bridge",
+     "text": "Zorvath Bridge is a stone bridge designed by Mirela Quent. It opened in 1911."},
+    {"title": "Mirela Quent",
+     "text": "Mirela Quent was an engineer born in Ostrevan. She studied at Calder Institute."},
+    {"title": "Ostrevan", "text": "Ostrevan is a market town. Ostrevan lies on the river Lume."},
+    {"title": "Calder Institute", "text": "Calder Institute is a technical college founded in 1872 by Tomas Beyl."},
+    {"title": "Harlow Tower", "text": "Harlow Tower is a clock tower designed by Anselm Varga. It opened in 1897."},
+    {"title": "Anselm Varga", "text": "Anselm Varga was an architect born in Pellin. He taught at Calder Institute."},
+    {"title": "Pellin", "text": "Pellin is a fishing village. Pellin lies on the coast of Merrow Bay."},
+    {"title": "Lume", "text": "The Lume is a river that flows into Merrow Bay."},
+]
+
+
+def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_compared(page, tmp_path, shots):
+    """A new user's path with no questions at all: upload a corpus, generate multi-hop questions from
+    its graph with the embedded model, review them (an edit kept, a drop recorded), then bench and
+    compare two methods on the kept ones, with their gold."""
+    import json
+
+    corpus = tmp_path / "fiction.json"
+    corpus.write_text(json.dumps(FICTION))
+    page.get_by_role("tab", name="Index").click()
+    page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
+    page.fill("#up-name textarea, #up-name input", "fiction")
+    page.click("#up-build")
+    page.wait_for_function("document.querySelector('#up-log').innerText.includes('Built')", timeout=180_000)
+    assert "0 questions" in page.locator("#up-log").inner_text()
+    page.fill("#gen-n input", "2")
+    page.fill("#gen-name textarea, #gen-name input", "gen_fiction")
+    page.click("#gen-go")
+    page.wait_for_function("document.querySelector('#gen-log').innerText.includes('tried')", timeout=600_000)
+    log = page.locator("#gen-log").inner_text()
+    assert "generated 'gen_fiction' on KB fiction" in log and "pass the checks" in log
+    page.wait_for_function("document.querySelector('#gen-question') !== null", timeout=60_000)
+    view = page.locator("#gen-view").inner_text()
+    assert "Hop 1:" in view and "Hop 2:" in view and "template:" in view
+    page.screenshot(path=str(shots / "generate.png"), full_page=True)
+    # an edit kept: the first question reworded
+    page.fill("#gen-edit-q textarea", "Where was the designer of a bridge in this corpus born?")
+    page.click("#gen-save")
+    page.wait_for_function("document.querySelector('#gen-review-log').innerText.includes('saved')", timeout=60_000)
+    page.wait_for_function("document.querySelector('#gen-view').innerText.includes('designer of a bridge')",
+                           timeout=60_000)
+    # a drop recorded: the second question (kept or not, it ends dropped by a person)
+    page.locator("#gen-q input").click()
+    options = page.get_by_role("option").all()
+    assert len(options) >= 2
+    options[1].click()
+    page.wait_for_timeout(1000)
+    page.click("#gen-drop")
+    page.wait_for_function("document.querySelector('#gen-review-log').innerText.includes('dropped')",
+                           timeout=60_000)
+    page.wait_for_function("document.querySelector('#gen-view').innerText.includes('dropped by a person')",
+                           timeout=60_000)
+    page.screenshot(path=str(shots / "generate-review.png"), full_page=True)
+    # bench two methods on the kept questions: gold exists, so recall is measured
+    page.get_by_role("tab", name="Benchmark").click()
+    assert page.locator("#bench-set input").input_value() == "gen_fiction"
+    for label in page.locator("#bench-methods label").all():
+        name = label.inner_text().strip()
+        if label.locator("input").is_checked() != (name in {"bm25", "dense"}):
+            label.click()
+    page.click("#bench-run")
+    page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('recall@5')", timeout=180_000)
+    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('recall@5')", timeout=60_000)
+    summary = page.locator("#exp-summary").inner_text()
+    assert "bm25" in summary and "dense" in summary
+    page.screenshot(path=str(shots / "generate-bench.png"), full_page=True)

@@ -1,4 +1,5 @@
-"""The Index tab: a corpus uploaded and built into a KB, and question sets added to a KB."""
+"""The Index tab: a corpus uploaded and built into a KB, question sets added to a KB, and questions
+generated from a KB's graph and reviewed (qgen.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,6 +15,7 @@ from traces.storage.questionsets import QuestionSets, built_in
 
 from .. import render
 from ..public import LimitError, visitor_message
+from . import qgen
 
 
 def layout(shell) -> SimpleNamespace:
@@ -46,9 +48,10 @@ def layout(shell) -> SimpleNamespace:
             qs_btn = gr.Button("Add questions", elem_id="qs-add")
         qs_log = gr.Markdown(elem_id="qs-log")
         qs_list = gr.Markdown(elem_id="qs-list")
-    return SimpleNamespace(up_corpus=up_corpus, up_questions=up_questions, up_openie=up_openie, up_name=up_name,
-                           up_extractor=up_extractor, up_btn=up_btn, up_log=up_log, qs_file=qs_file, qs_name=qs_name,
-                           qs_btn=qs_btn, qs_log=qs_log, qs_list=qs_list)
+        gen = qgen.layout_section()
+    return SimpleNamespace(gen=gen, up_corpus=up_corpus, up_questions=up_questions, up_openie=up_openie,
+                           up_name=up_name, up_extractor=up_extractor, up_btn=up_btn, up_log=up_log,
+                           qs_file=qs_file, qs_name=qs_name, qs_btn=qs_btn, qs_log=qs_log, qs_list=qs_list)
 
 
 def wire(shell) -> None:

@@ -32,6 +32,8 @@ def layout_section() -> SimpleNamespace:
                         elem_id="gen-mode", scale=2,
                         info="template: from the two triples, the LLM only rephrasing (it never sees the bridge); "
                              "llm: the LLM writes from the passages")
+        checks = gr.Radio(["full", "LLM-free"], value="full", label="Checks", elem_id="gen-checks", scale=1,
+                          info="LLM-free: no answerability or shortcut check (with template-only, no LLM at all)")
         go = gr.Button("Generate questions", variant="primary", elem_id="gen-go", scale=1)
     log = gr.Markdown(elem_id="gen-log")
     gr.Markdown("**Review generated questions**: each with its gold passages. Keep it, edit its wording or "
@@ -49,7 +51,8 @@ def layout_section() -> SimpleNamespace:
         save = gr.Button("Save edit", elem_id="gen-save")
         drop = gr.Button("Drop", variant="stop", elem_id="gen-drop")
     review_log = gr.Markdown(elem_id="gen-review-log")
-    return SimpleNamespace(n=n, name=name, mode=mode, go=go, log=log, pick_set=pick_set, pick_q=pick_q, view=view,
+    return SimpleNamespace(n=n, name=name, mode=mode, checks=checks, go=go, log=log, pick_set=pick_set,
+                           pick_q=pick_q, view=view,
                            edit_q=edit_q, edit_a=edit_a, keep=keep, save=save, drop=drop, review_log=review_log)
 
 
@@ -103,14 +106,16 @@ def wire(shell) -> None:
             return render.error_html(str(e)), row.question, row.answer
         return _view(open_kb, row), row.question, row.answer
 
-    def run(kb_name, n, name, mode, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio's progress tracker)
+    def run(kb_name, n, name, mode, checks, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio's progress tracker)
         try:
             n = int(n or 0)
             state.public.check_generate(n)
             state.check_kb(kb_name, who)
             state.throttle(who, request)
-            if state.llm is None:
-                raise LimitError("question generation needs an LLM, and none is configured for this app (--llm none)")
+            llm_free = checks == "LLM-free" and mode == "template-only"
+            if state.llm is None and not llm_free:
+                raise LimitError("question generation needs an LLM, and none is configured for this app (--llm none); "
+                                 "Written by template-only with LLM-free checks needs none")
             kept = [0]
 
             def tick(gq):
@@ -118,10 +123,11 @@ def wire(shell) -> None:
                 progress(min(kept[0] / max(n, 1), 1.0), desc=f"{kept[0]}/{n} kept")
 
             # ~20 s of LLM work a kept question on the embedded model: what the queue admits against.
-            with state.llm_slot(request, [], extra_s=20.0 * n):
-                rep = generate_set(state.traces, kb_name, resolve_kb(kb_name), name, n, state.llm, mode,
-                                   owner=state.owner_id(who), on_result=tick,
-                                   local_model=state.llm_settings.backend == "local")
+            with state.llm_slot(request, [], extra_s=0.0 if llm_free else 20.0 * n):
+                rep = generate_set(state.traces, kb_name, resolve_kb(kb_name), name, n,
+                                   None if llm_free else state.llm, mode, owner=state.owner_id(who), on_result=tick,
+                                   local_model=not llm_free and state.llm_settings.backend == "local",
+                                   llm_checks=checks != "LLM-free")
         except HopTraceError as e:
             raise gr.Error(str(e)) from e
         msg = "<br>".join(render.esc(line) for line in rep.lines())
@@ -129,7 +135,7 @@ def wire(shell) -> None:
             msg += f"<br><i>{render.esc(rep.qset.meta['note'])}</i>"
         return msg, sets_of(kb_name, who, rep.name), shell.set_choices(kb_name, who, rep.name)
 
-    g.go.click(run, [kb, g.n, g.name, g.mode, visitor], [g.log, g.pick_set, b_set],
+    g.go.click(run, [kb, g.n, g.name, g.mode, g.checks, visitor], [g.log, g.pick_set, b_set],
                concurrency_limit=1, concurrency_id="index")
     kb.change(lambda k, who: sets_of(k, who), [kb, visitor], g.pick_set)
     shell.app.load(lambda k, who: sets_of(k, who), [kb, visitor], g.pick_set)

@@ -8,6 +8,7 @@ at the root of retrieval/, each layer and what it imports).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -56,6 +57,7 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)  # each test reads the same tree: parse it once
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
     known = modules(root)
     return {m: imports(p, m, known) for m, p in known.items()}

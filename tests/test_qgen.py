@@ -30,22 +30,27 @@ TRIPLES = [
 ]
 
 
-@pytest.fixture
-def kb(tmp_path):
+def _hand_kb(path, passages, triples) -> sqlite3.Connection:
     """A hand-made KB: the two tables the pair miner reads."""
-    path = tmp_path / "hand.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE passages(rowid INTEGER PRIMARY KEY, id TEXT, title TEXT, text TEXT)")
     con.execute("CREATE TABLE triples(rowid INTEGER PRIMARY KEY, passage_rowid INTEGER, subject TEXT, predicate TEXT, "
                 "object TEXT)")
     rowid = {}
-    for i, (pid, title, text) in enumerate(PASSAGES, 1):
+    for i, (pid, title, text) in enumerate(passages, 1):
         con.execute("INSERT INTO passages VALUES (?,?,?,?)", (i, pid, title, text))
         rowid[pid] = i
-    for pid, s, p, o in TRIPLES:
+    for pid, s, p, o in triples:
         con.execute("INSERT INTO triples(passage_rowid, subject, predicate, object) VALUES (?,?,?,?)",
                     (rowid[pid], s, p, o))
     con.commit()
+    return con
+
+
+@pytest.fixture
+def kb(tmp_path):
+    path = tmp_path / "hand.sqlite"
+    con = _hand_kb(path, PASSAGES, TRIPLES)
     yield path, con
     con.close()
 
@@ -69,12 +74,7 @@ def test_bridge_chain_and_comparison_pairs_are_found_on_a_hand_made_kb(kb):
 
 def test_a_kb_with_nothing_to_bridge_on_is_refused_before_any_request(tmp_path):
     path = tmp_path / "flat.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE passages(rowid INTEGER PRIMARY KEY, id TEXT, title TEXT, text TEXT)")
-    con.execute("CREATE TABLE triples(rowid INTEGER PRIMARY KEY, passage_rowid INTEGER, subject TEXT, predicate TEXT, "
-                "object TEXT)")
-    con.execute("INSERT INTO passages VALUES (1, 'p1', 'Lone', 'Lone is alone.')")
-    con.commit()
+    con = _hand_kb(path, [("p1", "Lone", "Lone is alone.")], [])
     llm, backend = scripted_llm({})
     with pytest.raises(ConfigError, match="nothing to bridge on"):
         generate(llm, con, 3)

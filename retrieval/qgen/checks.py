@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..bench.metrics import f1_score, normalize_answer
 from .compose import ANSWER_SCHEMA, answer_messages
+from .pairs import written_in
 
 # Reasons, in the order the checks run (cheapest first: the LLM is asked only when the rest pass).
 NAMES_BRIDGE = "names the bridge entity"
@@ -41,11 +42,10 @@ def answer_in_question(question: str, answer: str, kind: str) -> Optional[str]:
 
 def answer_in_gold(answer: str, kind: str, texts: list[str]) -> Optional[str]:
     """In the last passage; for a comparison, in one of the two (the answer is a subject's name)."""
-    a = normalize_answer(answer)
-    if not a:
+    if not normalize_answer(answer):
         return f"{ANSWER_NOT_IN_GOLD} (empty answer)"
     where = texts if kind == "comparison" else texts[-1:]
-    return None if any(f" {a} " in _norm(t) for t in where) else f"{ANSWER_NOT_IN_GOLD} ({answer!r})"
+    return None if any(written_in(answer, t) for t in where) else f"{ANSWER_NOT_IN_GOLD} ({answer!r})"
 
 
 def duplicate(question: str, kept: list[str], threshold: float = 0.8) -> Optional[str]:

@@ -26,7 +26,7 @@ from .compose import (
     rephrase_messages,
     template,
 )
-from .pairs import Candidate, load, mine
+from .pairs import Candidate, mine
 
 METHOD = "qgen"
 # Candidates tried per kept question asked for, at most; the measured pass rate on the demo was
@@ -62,15 +62,16 @@ def candidates(con: sqlite3.Connection, seed: int = 0) -> list[Candidate]:
 
 
 def texts(con: sqlite3.Connection) -> dict[str, tuple[str, str]]:
-    passages, _ = load(con)
-    return {pid: (title, text) for pid, title, text in passages.values()}
+    return {pid: (title, text) for pid, title, text in con.execute("SELECT id, title, text FROM passages")}
 
 
 def generate(llm, con: sqlite3.Connection, n: int, mode: str = "template", done: Iterable[str] = (),
              kept_before: Iterable[str] = (), on_result: Optional[Callable[[Generated], None]] = None,
-             seed: int = 0, max_tries: Optional[int] = None, llm_checks: bool = True) -> list[Generated]:
+             seed: int = 0, max_tries: Optional[int] = None, llm_checks: bool = True,
+             cands: Optional[list[Candidate]] = None) -> list[Generated]:
     """Try candidates until `n` are kept (counting `kept_before`, a resumed generation's), skipping
-    the keys in `done`. `on_result` gets each outcome as it is decided (to store it at once)."""
+    the keys in `done`. `on_result` gets each outcome as it is decided (to store it at once).
+    `cands`: the KB's candidates when the caller mined them already (`candidates`)."""
     if n < 1:
         raise ConfigError(f"--n must be at least 1, got {n}")
     if mode not in MODES:
@@ -78,7 +79,7 @@ def generate(llm, con: sqlite3.Connection, n: int, mode: str = "template", done:
     if llm is None and (llm_checks or mode != "template-only"):
         raise ConfigError("question generation needs an LLM (to rephrase or write, and for the shortcut check); "
                           "choose --llm local (the embedded model) or an endpoint")
-    cands = candidates(con, seed)
+    cands = cands if cands is not None else candidates(con, seed)
     passages = texts(con)
     done = set(done)
     kept = list(kept_before)

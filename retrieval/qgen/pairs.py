@@ -65,7 +65,8 @@ def _answer_like(obj: str) -> bool:
     return 0 < len(words) <= _MAX_ANSWER_WORDS and normalize_entity(obj) not in {"it", "he", "she", "they", "this"}
 
 
-def _in_text(answer: str, text: str) -> bool:
+def written_in(answer: str, text: str) -> bool:
+    """The answer's words stand in the text, whole (SQuAD-normalised)."""
     a = normalize_answer(answer)
     return bool(a) and f" {a} " in f" {normalize_answer(text)} "
 
@@ -93,7 +94,7 @@ def mine(con: sqlite3.Connection, seed: int = 0, limit: int = 10_000) -> list[Ca
         target = about.get(normalize_entity(o))
         if target is not None and target != r and normalize_entity(p) not in _VAGUE:
             out_links.setdefault(r, []).append((fact, target))
-        if normalize_entity(s) == normalize_entity(title) and _answer_like(o) and _in_text(o, text) \
+        if normalize_entity(s) == normalize_entity(title) and _answer_like(o) and written_in(o, text) \
                 and normalize_entity(o) != normalize_entity(title) and normalize_entity(p) not in _VAGUE:
             own.setdefault(r, []).append(fact)
 

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from retrieval.core.errors import ConfigError, InputError
 from retrieval.core.records import Question
+from retrieval.llm.probe import probe
 
 from ..storage.experiments import Experiment, Experiments
 from . import answer_rule, llm_judge
@@ -142,7 +143,7 @@ def judge_experiment(experiments: Experiments, exp: Experiment, store, judge: st
         return rep
 
     if llm.settings.backend != "local":
-        probe(llm)
+        probe(llm, "judge probe", "the judge's LLM endpoint", "nothing was judged or stored")
 
     def store_run(run) -> str:
         return experiments.traces.save_run(exp.session_id, exp.kb, run)
@@ -162,17 +163,3 @@ def _grades(js) -> dict[int, int]:
         if j.status == "ok":
             out[j.grade] = out.get(j.grade, 0) + 1
     return out
-
-
-def probe(llm) -> None:
-    """One short request before any pair is judged: an endpoint that does not answer is named at
-    once, and nothing is recorded (otherwise every pair would be stored as failed)."""
-    from retrieval.core.errors import HopTraceError
-
-    try:
-        # A nonce: a cached reply from an earlier session must not stand in for an answer now.
-        llm.json(None, "judge probe", [{"role": "user", "content": f'Reply with {{"ok": true}}. ({time.time()})'}],
-                 {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}, max_tokens=10)
-    except HopTraceError as e:
-        raise ConfigError(f"the judge's LLM endpoint does not answer ({llm.describe()}): {e}; nothing was judged "
-                          "or stored") from None

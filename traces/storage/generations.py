@@ -12,12 +12,14 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from retrieval.core.errors import InputError
 from retrieval.core.records import Question
+from retrieval.llm.probe import probe
 
 from .questionsets import QuestionSet, QuestionSets, check_name
 from .store import TraceStore
@@ -106,11 +108,7 @@ class Generations:
         """The set of the kept questions, replacing the set's questions (never another set's)."""
         rows = self.rows(kb, name, owner)
         kept = [r for r in rows if r.kept]
-        counts: dict[str, int] = {}
-        for r in rows:
-            if not r.kept:
-                counts[_reason_head(r.reason)] = counts.get(_reason_head(r.reason), 0) + 1
-        meta = {**meta, "tried": len(rows), "kept": len(kept), "dropped": counts,
+        meta = {**meta, "tried": len(rows), "kept": len(kept), "dropped": drop_counts(rows),
                 "reviewed": sum(r.reviewed for r in kept)}
         questions = [Question(r.qid, r.question, [r.answer], r.gold, r.hops, r.kind) for r in kept]
         with self.traces.transaction() as con:
@@ -152,8 +150,7 @@ class Generations:
         with self.traces.transaction() as con:
             con.execute(f"UPDATE generated_questions SET {', '.join(f'{k} = ?' for k in sets)} WHERE kb = ? AND "
                         "owner = ? AND name = ? AND key = ?", [*sets.values(), kb, owner, name, row.key])
-        meta = next((s.meta for s in self.sets.list(kb, owner or None) if s.name == name and s.owner == owner), {})
-        self.publish(kb, name, owner, meta)
+        self.publish(kb, name, owner, {})  # keeps the set's meta, with its counts brought up to date
         return self._row(kb, name, owner, qid)
 
     def generated_sets(self, kb: str, owner: Optional[str] = None) -> list[str]:
@@ -168,6 +165,11 @@ class Generations:
 def _reason_head(reason: str) -> str:
     """The reason without its particulars ("names the bridge entity ('X')" → "names the bridge entity")."""
     return reason.split(" (", 1)[0].split(":", 1)[0]
+
+
+def drop_counts(rows: list[Row]) -> dict[str, int]:
+    """Dropped rows by reason, most frequent first."""
+    return dict(Counter(_reason_head(r.reason) for r in rows if not r.kept).most_common())
 
 
 # --- a generation, from the CLI or the app ------------------------------------------------------
@@ -193,10 +195,7 @@ class Report:
         return [r for r in self.rows if not r.kept]
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.dropped:
-            out[_reason_head(r.reason)] = out.get(_reason_head(r.reason), 0) + 1
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        return drop_counts(self.rows)
 
     def lines(self) -> list[str]:
         n = len(self.rows)
@@ -218,17 +217,6 @@ def open_kb_file(path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
 
 
-def probe(llm) -> None:
-    """One short request first: an endpoint that does not answer is named before anything is stored."""
-    from retrieval.core.errors import ConfigError, HopTraceError
-
-    try:
-        llm.json(None, "qgen probe", [{"role": "user", "content": f'Reply with {{"ok": true}}. ({time.time()})'}],
-                 {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}, max_tokens=10)
-    except HopTraceError as e:
-        raise ConfigError(f"the LLM does not answer ({llm.describe()}): {e}; nothing was generated or stored") from None
-
-
 def generate_set(traces: TraceStore, kb: str, kb_path, name: str, n: int, llm, mode: str = "template",
                  owner: str = "", seed: int = 0, on_result=None, local_model: bool = False,
                  max_tries: Optional[int] = None, llm_checks: bool = True) -> Report:
@@ -244,9 +232,9 @@ def generate_set(traces: TraceStore, kb: str, kb_path, name: str, n: int, llm, m
     try:
         from retrieval.qgen.generate import candidates
 
-        candidates(con, seed)  # a KB with nothing to bridge on fails before any LLM request
+        cands = candidates(con, seed)  # a KB with nothing to bridge on fails before any LLM request
         if llm is not None:
-            probe(llm)
+            probe(llm, "qgen probe", "the LLM", "nothing was generated or stored")
         before = gens.rows(kb, name, owner)
         session = traces.new_session(kb, f"generate questions: {name}", kind="qgen", owner=owner)
         model = llm.describe() if llm is not None else "none (LLM-free)"
@@ -263,7 +251,7 @@ def generate_set(traces: TraceStore, kb: str, kb_path, name: str, n: int, llm, m
 
         tried = generate(llm, con, n, mode, done=[r.key for r in before],
                          kept_before=[r.question for r in before if r.kept], on_result=store, seed=seed,
-                         max_tries=max_tries, llm_checks=llm_checks)
+                         max_tries=max_tries, llm_checks=llm_checks, cands=cands)
     finally:
         con.close()
     meta = {"generated": True, "model": model, "mode": mode, "date": time.strftime("%Y-%m-%d"),

@@ -46,6 +46,10 @@ def add_parsers(sub) -> None:
                    help="after building, push the KB to this Elasticsearch cluster (incremental); then use "
                         "--kb es+http://HOST:9200/PREFIX with ask, bench and the app")
     b.add_argument("--embed-model", default=None, help="all-MiniLM-L6-v2 (default) | all-mpnet-base-v2")
+    b.add_argument("--precision", choices=["fp32", "int8"], default=None,
+                   help="the build encoder: fp32, or int8 (the same model quantised, ~2x faster; queries stay "
+                        "fp32; docs/profiles.md has its recall). Default: what the KB was made with, else "
+                        "HOPTRACE_BUILD_PRECISION, else fp32")
     _llm_args(b)
     _draft_arg(b)
     b.add_argument("--quiet", action="store_true")
@@ -84,7 +88,7 @@ def cmd_build(args) -> int:
     before = _llm_done(out, plan)
     report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
                               progress=not args.quiet, plan=plan, sample=args.sample,
-                              retry_failed=args.retry_failed)
+                              retry_failed=args.retry_failed, precision=args.precision)
     d = report.as_dict()
     if report.reused:
         print(f"reused: {d['passages_total']} passages, nothing new to add"
@@ -98,6 +102,11 @@ def cmd_build(args) -> int:
           f"extracted: {d['extracted']}; failed: {d['failed'] or 0}; malformed items skipped: "
           f"{d['malformed_triples']}; embedded: {d['embedded']}; same_as pairs: {d['same_as_pairs']}; "
           f"{d['seconds']} s; {d['size_bytes'] / 1e6:.1f} MB")
+    if report.embedded:
+        print(f"encoded: {sum(report.encoded.values()):,} distinct texts for {sum(report.embedded.values()):,} "
+              f"vectors ({report.encoder}); steps: " + ", ".join(f"{k} {v} s" for k, v in report.steps.items()))
+        print("  " + " · ".join(f"{layer} {report.encoded[layer]:,} texts {report.embed_seconds[layer]} s"
+                                for layer in report.embedded))
     for run in report.llm:
         print(f"LLM {run['layer']}: {run['model']} · {run['passages']} passages in {run['calls']} calls "
               f"({run['cached_calls']} from the cache, {run['repairs']} repairs) · {run['tokens_in']:,} tokens in / "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.errors import InputError
+from ..core.errors import ConfigError, InputError
 from .common import _trace_store
 
 
@@ -35,6 +35,9 @@ def add_parsers(sub) -> None:
                          "person,llm,answer)")
     cp.add_argument("--rel", type=int, default=2, help="judged metrics: the grade counted relevant (default 2)")
     cp.add_argument("--methods", default=None, help="comma-separated subset of the experiment's methods")
+    cp.add_argument("--against", default=None, metavar="NEW",
+                    help="another experiment on the same questions (a rebuilt KB, another version): each method's "
+                         "change new − old, with its interval and paired test; EXPERIMENT is the old one")
     cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
     cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
 
@@ -85,6 +88,8 @@ def cmd_compare(args) -> int:
     experiments = Experiments(_trace_store())
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    if args.against:
+        return _compare_across(args, experiments, exp, methods)
     judged = None
     from traces.stats.judged_measures import is_judged_metric
 
@@ -103,6 +108,20 @@ def cmd_compare(args) -> int:
         args.html_out.parent.mkdir(parents=True, exist_ok=True)
         write_html(cmp, args.html_out)
         print(f"wrote {args.html_out}")
+    return 0
+
+
+def _compare_across(args, experiments, old, methods) -> int:
+    from traces.stats.across import compare_across, render_across
+
+    if args.html_out:
+        raise ConfigError("--html is for one experiment's comparison; with --against use --json")
+    c = compare_across(experiments, old, experiments.get(args.against), args.metric, methods)
+    print(render_across(c))
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(c.to_json(), indent=1, default=str))
+        print(f"wrote {args.json_out}")
     return 0
 
 

@@ -15,23 +15,19 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
-
-import numpy as np
-from tqdm import tqdm
+from typing import Callable, Optional
 
 from ..core.errors import KBError
 from ..core.records import Extraction, Passage, Question
 from ..encoders.embedder import Embedder
 from . import db
+from .embed import DEFAULT_PRECISION, EmbedSettings, embed_layers
 from .extract.base import Extractor, label
 from .normalize import normalize_entity
-from .schema import EMBEDDED_LAYERS
+from .progress import BuildProgress, BuildStatus
 from .synonyms import DEFAULT_THRESHOLD, derive_same_as
 
 CHUNK = 256
-# Measured on 2 cores with MiniLM: small batches waste less on padding for long texts.
-EMBED_BATCH = {"passages": 16, "events": 32, "propositions": 32}  # 64 for names and short phrases
 
 
 @dataclass
@@ -46,7 +42,11 @@ class BuildReport:
     retried: dict[str, int] = field(default_factory=dict)        # failed passages forgotten by --retry-failed
     llm: list[dict] = field(default_factory=list)                # per LLM extractor: model, calls, tokens, time
     malformed_triples: int = 0
-    embedded: dict[str, int] = field(default_factory=dict)
+    embedded: dict[str, int] = field(default_factory=dict)    # vectors written, per layer
+    encoded: dict[str, int] = field(default_factory=dict)     # texts the encoder ran, per layer (dedupe)
+    embed_seconds: dict[str, float] = field(default_factory=dict)
+    encoder: str = ""                                         # what encoded: onnxruntime int8 ×2, …
+    steps: dict[str, float] = field(default_factory=dict)     # seconds per build step
     same_as_pairs: int = 0
     seconds: float = 0.0
     size_bytes: int = 0
@@ -61,11 +61,14 @@ class BuildReport:
 def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extractor], embedder: Embedder,
              questions: Optional[list[Question]] = None, name: Optional[str] = None,
              progress: bool = True, synonym_threshold: float = DEFAULT_THRESHOLD,
-             retry_failed: bool = False) -> BuildReport:
+             retry_failed: bool = False, precision: Optional[str] = None,
+             listener: Optional[Callable[[BuildStatus], None]] = None) -> BuildReport:
     """Create or extend the KB at `path`; return what was done.
 
     `retry_failed` first forgets the failed passages of the extractors' layers, so only
-    those are extracted again (every other passage keeps what it has)."""
+    those are extracted again (every other passage keeps what it has). `precision` is the
+    build encoder's (fp32 | int8); by default a KB keeps the one it was made with. `listener`
+    hears every progress update (the app's Index tab); `progress` draws terminal bars."""
     path = Path(path)
     t0 = time.time()
     report = BuildReport(path)
@@ -75,26 +78,39 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         report.reused = True
         report.size_bytes = path.stat().st_size
         return report
+    settings = EmbedSettings.from_env(_precision_for(path, precision))
     work = _working_copy(path, embedder)
     con = db.connect(work)
+    shown = BuildProgress(bars=progress, listener=listener, precision=settings.precision)
     try:
         report.passages_added = _add_passages(con, passages)
         if questions:
             report.questions = _add_questions(con, questions)
         if retry_failed:
             _forget_failures(con, extractors, layers, report)
+        shown.to_embed_passages = _passages_without_vectors(con)
+        step = time.perf_counter()
         for ex in extractors:
-            _extract(con, ex, report, progress)
+            _extract(con, ex, report, shown)
             summary = ex.summary() if hasattr(ex, "summary") else None
             if summary and summary["passages"]:  # a layer with nothing to do is no run
                 _record_extractor_run(con, summary, report)
+        report.steps["extract"] = round(time.perf_counter() - step, 1)
+        step = time.perf_counter()
         _derive_entities(con)
         _derive_partial_triples(con)
-        seen: dict[str, np.ndarray] = {}  # text → vector, across layers (an event is often a proposition)
-        for layer in EMBEDDED_LAYERS:
-            report.embedded[layer] = _embed_layer(con, layer, embedder, progress, seen)
+        report.steps["derive"] = round(time.perf_counter() - step, 1)
+        step = time.perf_counter()
+        emb = embed_layers(con, embedder, settings, shown)
+        report.embedded, report.encoded, report.embed_seconds = emb.items, emb.encoded, emb.seconds
+        report.encoder = emb.encoder
+        report.steps["embed"] = round(time.perf_counter() - step, 1)
+        step = time.perf_counter()
         report.same_as_pairs = derive_same_as(con, threshold=synonym_threshold)
+        report.steps["synonyms"] = round(time.perf_counter() - step, 1)
         with con:
+            if emb.items:
+                db.set_meta(con, "embed_precision", emb.precision)
             if name:
                 db.set_meta(con, "name", name)
             db.set_meta(con, "extractors", _extractor_labels(con))
@@ -128,6 +144,29 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
         con.close()
     return (not failed and all(p.id in have for p in passages)
             and all(q.id in have_q for q in questions or []))
+
+
+def _precision_for(path: Path, asked: Optional[str]) -> Optional[str]:
+    """The build encoder's precision: what was asked, else what the KB was made with (a KB's
+    vectors come from one encoder). Asking for another than the KB's is refused, naming both."""
+    src = db.building_path(path) if db.building_path(path).exists() else path
+    if not src.exists():
+        return asked
+    con = db.connect(src, readonly=True)
+    try:
+        has_vectors = con.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
+        made = db.get_meta(con, "embed_precision", DEFAULT_PRECISION if has_vectors else None)
+    finally:
+        con.close()
+    if asked and made and asked != made:
+        raise KBError(f"{path}: its vectors were made by the {made} encoder, so it cannot take {asked} ones; "
+                      f"build with --precision {made}, or into a new KB (--out)")
+    return asked or made
+
+
+def _passages_without_vectors(con: sqlite3.Connection) -> int:
+    return con.execute("SELECT count(*) FROM passages WHERE rowid NOT IN "
+                       "(SELECT item_rowid FROM vectors WHERE layer='passages')").fetchone()[0]
 
 
 def _working_copy(path: Path, embedder: Embedder) -> Path:
@@ -181,14 +220,16 @@ def _add_questions(con: sqlite3.Connection, questions: list[Question]) -> int:
     return len(questions)
 
 
-def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, progress: bool) -> None:
+def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, shown: BuildProgress) -> None:
     """Run one extractor on every passage that has not had its layers extracted yet."""
     tag = label(ex)
     layers = sorted(ex.layers)
     todo_sql = ("SELECT rowid, id, title, text FROM passages p WHERE NOT EXISTS "
                 "(SELECT 1 FROM extraction_state s WHERE s.passage_rowid=p.rowid AND s.layer=?) ORDER BY rowid")
     todo = con.execute(todo_sql, (layers[0],)).fetchall()
-    bar = tqdm(total=len(todo), desc=f"extract {'+'.join(layers)} ({ex.name})", unit="passage", disable=not progress)
+    if not todo:
+        return
+    shown.start(f"extract {'+'.join(layers)} ({ex.name})", len(todo), "passage")
     passages = [Passage(pid, title, text) for _, pid, title, text in todo]
     rowid_of = {pid: rowid for rowid, pid, _, _ in todo}
     every = getattr(ex, "commit_every", CHUNK)
@@ -196,17 +237,16 @@ def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, progre
     # One stream over all passages (spaCy keeps its worker processes alive); commits every
     # `every` results, so a kill loses at most that many and a re-run resumes after them.
     buffer: list[Extraction] = []
-    for res in ex.extract(passages):
+    for n, res in enumerate(ex.extract(passages), 1):
         buffer.append(res)
         if len(buffer) >= every:
             _commit_extractions(con, buffer, rowid_of, ex, tag, report)
             buffer = []
-        if note:
-            bar.set_postfix_str(note(), refresh=False)
-        bar.update(1)
+        eta, estimated = shown.extraction_eta(n, len(todo))
+        shown.advance(1, f"{len(todo) - n:,} passages left" + (f" · {note()}" if note else ""), eta, estimated)
     if buffer:
         _commit_extractions(con, buffer, rowid_of, ex, tag, report)
-    bar.close()
+    shown.close()
 
 
 def _forget_failures(con: sqlite3.Connection, extractors: list[Extractor], layers: list[str],
@@ -328,30 +368,6 @@ def _derive_partial_triples(con: sqlite3.Connection) -> None:
                 con.execute("INSERT OR IGNORE INTO partial_triple_links VALUES(?,?,?)", (pt, complement, prow))
             con.execute("INSERT OR IGNORE INTO predicates(name) VALUES(?)", (p,))
         db.set_meta(con, "derived_partials_upto", rows[-1][0])
-
-
-def _embed_layer(con: sqlite3.Connection, layer: str, embedder: Embedder, progress: bool,
-                 seen: dict[str, np.ndarray]) -> int:
-    """Embed the layer's items that have no vector yet, committing every few thousand."""
-    sql = EMBEDDED_LAYERS[layer]
-    done = {r[0] for r in con.execute("SELECT item_rowid FROM vectors WHERE layer=?", (layer,))}
-    todo = [(rid, text) for rid, text in con.execute(sql) if rid not in done]
-    if not todo:
-        return 0
-    batch = EMBED_BATCH.get(layer, 64)
-    step = 4096
-    bar = tqdm(total=len(todo), desc=f"embed {layer}", unit="text", disable=not progress)
-    for i in range(0, len(todo), step):
-        chunk = todo[i:i + step]
-        new_texts = list(dict.fromkeys(t for _, t in chunk if t not in seen))
-        for text, vec in zip(new_texts, embedder.encode(new_texts, batch_size=batch).astype(np.float16)):
-            seen[text] = vec
-        with con:
-            con.executemany("INSERT INTO vectors(layer, item_rowid, vec) VALUES(?,?,?)",
-                            [(layer, rid, seen[t].tobytes()) for rid, t in chunk])
-        bar.update(len(chunk))
-    bar.close()
-    return len(todo)
 
 
 def _extractor_labels(con: sqlite3.Connection) -> dict[str, list[str]]:

@@ -126,7 +126,8 @@ def load_sources(corpus: Path, questions: Optional[Path] = None,
 def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, openie: Optional[Path] = None,
                      extractor: str = "auto", embed_model: str = DEFAULT_MODEL, name: Optional[str] = None,
                      progress: bool = True, plan: Optional[ExtractionPlan] = None, sample: Optional[int] = None,
-                     retry_failed: bool = False, max_passages: Optional[int] = None) -> BuildReport:
+                     retry_failed: bool = False, max_passages: Optional[int] = None,
+                     precision: Optional[str] = None, listener=None) -> BuildReport:
     plan = plan or ExtractionPlan(extractor, openie)
     plan.check()  # before reading anything, so a bad option fails fast
     passages, qs = load_sources(corpus, questions, sample)
@@ -135,7 +136,8 @@ def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, 
         raise InputError(f"the corpus has {len(passages):,} passages; this server builds at most "
                          f"{max_passages:,} at once (use --sample, or build locally)")
     return build_kb(out, passages, plan.extractors(), get_embedder(embed_model), questions=qs,
-                    name=name or Path(corpus).name, progress=progress, retry_failed=retry_failed)
+                    name=name or Path(corpus).name, progress=progress, retry_failed=retry_failed,
+                    precision=precision, listener=listener)
 
 
 def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:

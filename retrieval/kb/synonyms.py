@@ -8,10 +8,12 @@ added since the last derivation are compared (against all entities).
 """
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import db
 
@@ -42,19 +44,27 @@ def derive_same_as(con: sqlite3.Connection, threshold: float = DEFAULT_THRESHOLD
     # Names with numbers ("18 January 1940", "1 May 1945"; "2010 census") sit close in
     # embedding space but a changed digit is a different thing; only exact normalised matches.
     comparable = np.array([not _HAS_DIGIT.search(name_of.get(int(i), "")) for i in ids], dtype=bool)
-    new_pos = np.nonzero((ids > upto) & comparable)[0]
-    for start in range(0, len(new_pos), 1024):
-        block = new_pos[start:start + 1024]
-        sims = mat[block] @ mat.T
-        sims[:, ~comparable] = -1.0
-        for row, pos in enumerate(block):
-            sims[row, pos] = -1.0
-            top = np.argpartition(-sims[row], min(MAX_NEIGHBOURS, len(ids) - 1))[:MAX_NEIGHBOURS]
-            for j in top:
-                sim = float(sims[row, j])
-                if sim >= threshold:
-                    a, b = name_of[int(ids[pos])], name_of[int(ids[j])]
-                    pairs.setdefault((a, b), (sim, "embedding"))
+    cols = np.nonzero(comparable)[0]
+    cmat = np.ascontiguousarray(mat[cols])  # only comparable names are compared, on either side
+    new_rows = np.nonzero(ids[cols] > upto)[0]
+    # A build owns the machine: the BLAS pool (held to one thread for queries) gets every core.
+    with threadpool_limits(os.cpu_count() or 1, user_api="blas"):
+        for start in range(0, len(new_rows), 1024):
+            block = new_rows[start:start + 1024]
+            sims = cmat[block] @ cmat.T
+            sims[np.arange(len(block)), block] = -1.0
+            # Above the threshold first, then each name's MAX_NEIGHBOURS nearest of those: the same
+            # pairs as the nearest MAX_NEIGHBOURS filtered by the threshold, without ranking every row.
+            rows, js = np.nonzero(sims >= threshold)  # row-major: each row's hits are contiguous
+            starts = np.searchsorted(rows, np.arange(len(block) + 1))
+            for row in range(len(block)):
+                cand = js[starts[row]:starts[row + 1]]
+                if not len(cand):
+                    continue
+                cand = cand[np.argsort(-sims[row, cand], kind="stable")[:MAX_NEIGHBOURS]]
+                a = name_of[int(ids[cols[block[row]]])]
+                for j in cand:
+                    pairs.setdefault((a, name_of[int(ids[cols[j]])]), (float(sims[row, j]), "embedding"))
     with con:
         n = 0
         for (a, b), (sim, method) in pairs.items():

@@ -35,8 +35,12 @@ def layout(shell) -> SimpleNamespace:
             up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
                                     info="llm: GEAR triples, SAG events and GRASP propositions made by the "
                                          "configured LLM (slow on CPU: ~30 s a passage)")
+            up_precision = gr.Radio(["fp32", "int8"], value="fp32", label="Encoder",
+                                    info="int8: the same model quantised, ~2x faster to build; R@5 0.1–0.9 "
+                                         "points lower on average, not significantly (docs/profiles.md). Adding "
+                                         "to a KB keeps the encoder it was made with", elem_id="up-precision")
         up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
-        up_log = gr.Markdown(elem_id="up-log")
+        up_log = gr.Markdown(elem_id="up-log", min_height=90)  # room for the build's progress line
         gr.Markdown("**Your questions, no gold needed**: a `.txt` file (one question a line), a JSON list "
                     "of strings or of `{id, question[, answer]}`, or a CSV with a `question` column, added "
                     "as a question set to the knowledge base picked at the top. Bench it in the Benchmark "
@@ -50,7 +54,8 @@ def layout(shell) -> SimpleNamespace:
         qs_list = gr.Markdown(elem_id="qs-list")
         gen = qgen.layout_section()
     return SimpleNamespace(gen=gen, up_corpus=up_corpus, up_questions=up_questions, up_openie=up_openie,
-                           up_name=up_name, up_extractor=up_extractor, up_btn=up_btn, up_log=up_log,
+                           up_name=up_name, up_extractor=up_extractor, up_precision=up_precision, up_btn=up_btn,
+                           up_log=up_log,
                            qs_file=qs_file, qs_name=qs_name, qs_btn=qs_btn, qs_log=qs_log, qs_list=qs_list)
 
 
@@ -66,6 +71,7 @@ def wire(shell) -> None:
     up_openie = shell.index.up_openie
     up_name = shell.index.up_name
     up_extractor = shell.index.up_extractor
+    up_precision = shell.index.up_precision
     up_btn = shell.index.up_btn
     up_log = shell.index.up_log
     qs_file = shell.index.qs_file
@@ -112,8 +118,8 @@ def wire(shell) -> None:
     qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
         sets_listing, [kb, visitor], qs_list)
 
-    def index(corpus, qfile, openie, name, extractor, who, request: gr.Request,
-              progress=gr.Progress(track_tqdm=True)):  # noqa: B008  (Gradio injects its progress tracker through this default)
+    def index(corpus, qfile, openie, name, extractor, precision, who, request: gr.Request,
+              progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         if corpus is None:
             raise gr.Error("upload a corpus file first")
         name = (name or "").strip()
@@ -130,8 +136,10 @@ def wire(shell) -> None:
             # question set once it is done; a gold-format file goes into the KB as before.
             plain = plain_or_none(Path(qfile)) if qfile else None
             report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
-                                      else None, plan.openie, name=name, progress=True, plan=plan,
-                                      max_passages=state.public.passage_cap())
+                                      else None, plan.openie, name=name, progress=False, plan=plan,
+                                      max_passages=state.public.passage_cap(),
+                                      listener=lambda st: progress(st.fraction, desc=st.line()),
+                                      precision=precision if precision == "int8" else None)
             added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
                                                     Path(qfile).name, owner=state.owner_id(who))
                      if plain else None)
@@ -153,5 +161,6 @@ def wire(shell) -> None:
                     f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
         return msg, gr.update(choices=state.kb_choices(who), value=name)
 
-    up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, visitor], [up_log, kb],
+    up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, up_precision, visitor],
+                 [up_log, kb], show_progress_on=[up_log],  # under the button, not over the KB picker
                  concurrency_limit=1, concurrency_id="index")

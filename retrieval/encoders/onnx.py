@@ -93,11 +93,8 @@ class OnnxEncoder:
                 batch = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True,
                                        max_length=self.max_length, return_tensors="np")
                 feed = {k: batch[k].astype(np.int64) for k in _INPUTS if k in batch}
-                hidden = self.session.run(None, feed)[0]
-                mask = batch["attention_mask"][..., None].astype(np.float32)
-                vecs = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)
-                vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-                chunks.append((idx, vecs.astype(np.float32)))
+                vecs = _mean_pooled(self.session.run(None, feed)[0], batch["attention_mask"])
+                chunks.append((idx, vecs))
         if chunks:
             out = np.zeros((len(texts), chunks[0][1].shape[1]), dtype=np.float32)
             for idx, vecs in chunks:
@@ -105,29 +102,18 @@ class OnnxEncoder:
         return out
 
 
-    def encode_ids(self, ids: Sequence[Sequence[int]], batches: Sequence[Sequence[int]]) -> np.ndarray:
-        """Unit vectors for texts already tokenised (`ids`, specials included), run in the
-        given `batches` of indices into `ids`; row i of the result is text i's vector."""
-        dim = None
-        out: Optional[np.ndarray] = None
+    def encode_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit vectors of one batch of texts already tokenised (specials included), padded here."""
+        width = max(len(x) for x in ids)
+        input_ids = np.zeros((len(ids), width), dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, x in enumerate(ids):
+            input_ids[row, :len(x)] = x
+            mask[row, :len(x)] = 1
         with self._lock:
-            for idx in batches:
-                width = max(len(ids[j]) for j in idx)
-                input_ids = np.zeros((len(idx), width), dtype=np.int64)
-                mask = np.zeros((len(idx), width), dtype=np.int64)
-                for row, j in enumerate(idx):
-                    input_ids[row, :len(ids[j])] = ids[j]
-                    mask[row, :len(ids[j])] = 1
-                hidden = self.session.run(None, {"input_ids": input_ids, "attention_mask": mask,
-                                                 "token_type_ids": np.zeros_like(input_ids)})[0]
-                m = mask[..., None].astype(np.float32)
-                vecs = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-                vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-                if out is None:
-                    dim = vecs.shape[1]
-                    out = np.zeros((len(ids), dim), dtype=np.float32)
-                out[list(idx)] = vecs
-        return out if out is not None else np.zeros((len(ids), 0), dtype=np.float32)
+            hidden = self.session.run(None, {"input_ids": input_ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(input_ids)})[0]
+        return _mean_pooled(hidden, mask)
 
     def hidden(self, feed: dict) -> np.ndarray:
         """Token vectors (n_tokens, dim) of one tokenised text: what the torch model's
@@ -184,8 +170,7 @@ class ParallelEncoder:
                         b = todo.get_nowait()
                     except queue.Empty:
                         return
-                    sub = [ids[j] for j in b]
-                    results.put((b, enc.encode_ids(sub, [range(len(sub))])))
+                    results.put((b, enc.encode_ids([ids[j] for j in b])))
             except BaseException as e:  # surfaced in the caller's thread below
                 results.put(e)
 
@@ -202,6 +187,14 @@ class ParallelEncoder:
                 done(*got)
         for t in threads:
             t.join()
+
+
+def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The models' pooling: the mean of the unpadded token vectors, then unit length."""
+    m = mask[..., None].astype(np.float32)
+    vecs = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    return vecs.astype(np.float32)
 
 
 def _quantised(fp32: Path) -> Path:

@@ -64,15 +64,14 @@ class EmbedReport:
     items: dict[str, int] = field(default_factory=dict)     # vectors written, per layer
     encoded: dict[str, int] = field(default_factory=dict)   # texts run through the encoder, per layer
     seconds: dict[str, float] = field(default_factory=dict)
-    tokens: int = 0
     precision: str = DEFAULT_PRECISION
     encoder: str = ""                                       # onnxruntime ×N | torch
 
 
-def missing_items(con: sqlite3.Connection, layers=None) -> dict[str, list[tuple[int, str]]]:
+def missing_items(con: sqlite3.Connection) -> dict[str, list[tuple[int, str]]]:
     """Per layer, (rowid, text) of the items that have no vector yet."""
     out = {}
-    for layer in layers or EMBEDDED_LAYERS:
+    for layer in EMBEDDED_LAYERS:
         done = {r[0] for r in con.execute("SELECT item_rowid FROM vectors WHERE layer=?", (layer,))}
         out[layer] = [(rid, text) for rid, text in con.execute(EMBEDDED_LAYERS[layer]) if rid not in done]
     return out
@@ -93,35 +92,30 @@ def _batches(order: list[int], lengths: list[int], budget: int) -> list[list[int
 
 
 class _Encoder:
-    """ONNX Runtime (one session per core) when it loads, else the torch model."""
+    """ONNX Runtime (one session per core) when it loads, else the torch model; `texts` are
+    tokenised once here and `lengths` holds their token counts (estimated for torch)."""
 
-    def __init__(self, embedder: Embedder, settings: EmbedSettings):
+    def __init__(self, embedder: Embedder, settings: EmbedSettings, texts: list[str]):
         from ..encoders.onnx import ParallelEncoder
 
         self.embedder = embedder
+        self.texts = texts
         self.onnx = ParallelEncoder.load(embedder, settings.precision, settings.workers) \
             if os.environ.get("HOPTRACE_ONNX", "1") != "0" else None
         self.precision = settings.precision if self.onnx is not None else "fp32"
         self.label = f"onnxruntime {self.precision} ×{len(self.onnx.encoders)}" if self.onnx else "torch fp32"
         self.budget = settings.token_budget
-        self.calls = 0  # texts sent to the encoder (tests read it)
+        self.ids = self.onnx.tokenize(texts) if self.onnx is not None else None
+        self.lengths = [len(x) for x in self.ids] if self.ids is not None else [len(t) // 4 + 2 for t in texts]
 
-    def lengths(self, texts: list[str]) -> list[int]:
-        if self.onnx is not None:
-            self._ids = self.onnx.tokenize(texts)
-            return [len(x) for x in self._ids]
-        self._ids = None
-        return [len(t) // 4 + 2 for t in texts]  # torch path: a length to sort and batch by
-
-    def encode(self, idx: list[int], texts: list[str], lengths: list[int], done) -> None:
+    def encode(self, idx: list[int], done) -> None:
         """Encode texts[idx] (ascending length); `done(indices, vectors)` per finished batch."""
-        self.calls += len(idx)
-        batches = _batches(idx, lengths, self.budget)
+        batches = _batches(idx, self.lengths, self.budget)
         if self.onnx is not None:
-            self.onnx.run(self._ids, batches, done)
+            self.onnx.run(self.ids, batches, done)
             return
         for b in batches:
-            done(b, self.embedder.encode([texts[j] for j in b], batch_size=len(b)))
+            done(b, self.embedder.encode([self.texts[j] for j in b], batch_size=len(b)))
 
 
 class _Tally:
@@ -160,42 +154,32 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
     layers = [layer for layer in EMBEDDED_LAYERS if todo[layer]]
     if not layers:
         return report
-    # The distinct texts, each owned by the first layer that holds it (unless dedupe is off).
-    owner: dict[str, str] = {}
+    # Each layer's distinct texts; with dedupe, only those no earlier layer holds.
     per_layer_texts: dict[str, list[str]] = {}
+    earlier: set[str] = set()
     for layer in layers:
-        own = []
-        for _, text in todo[layer]:
-            if text not in owner:
-                owner[text] = layer
-                own.append(text)
-            elif not settings.dedupe and owner[text] != layer:
-                own.append(text)
-        per_layer_texts[layer] = list(dict.fromkeys(own))
+        distinct = list(dict.fromkeys(t for _, t in todo[layer]))
+        per_layer_texts[layer] = [t for t in distinct if t not in earlier] if settings.dedupe else distinct
+        earlier.update(distinct)
     # A vector is kept in memory only while a later layer still needs it.
     last_use: dict[str, int] = {}
     for i, layer in enumerate(layers):
         for _, text in todo[layer]:
             last_use[text] = i
 
-    enc = _Encoder(embedder, settings)
-    report.precision, report.encoder = enc.precision, enc.label
     texts = [t for layer in layers for t in per_layer_texts[layer]]
-    lengths = enc.lengths(texts)
-    report.tokens = sum(lengths)
-    start_of: dict[str, int] = {}
-    pos = 0
-    for layer in layers:
-        start_of[layer] = pos
-        pos += len(per_layer_texts[layer])
-    tally = _Tally(progress, lengths, texts, report.tokens)
-    progress.entities = len(todo.get("entities", ())) or progress.entities
+    enc = _Encoder(embedder, settings, texts)
+    report.precision, report.encoder = enc.precision, enc.label
+    lengths = enc.lengths
+    tally = _Tally(progress, lengths, texts, sum(lengths))
+    progress.entities = len(todo["entities"])
     progress.start(f"embed {layers[0]}", len(texts), "text")
     carry: dict[str, np.ndarray] = {}  # vectors a later layer still needs
+    lo = 0  # where the layer's own texts start in `texts`
 
     for i, layer in enumerate(layers):
         t0 = time.perf_counter()
-        lo, n = start_of[layer], len(per_layer_texts[layer])
+        n = len(per_layer_texts[layer])
         idx = sorted(range(lo, lo + n), key=lambda j: lengths[j])
         items_of: dict[str, list[int]] = {}
         for rid, text in todo[layer]:
@@ -206,7 +190,7 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
             chunk = idx[c:c + CHUNK_TEXTS]
             tally.got = {}
             if chunk:
-                enc.encode(chunk, texts, lengths, tally.batch_done)
+                enc.encode(chunk, tally.batch_done)
             rows = [(layer, rid, v.tobytes()) for t, v in tally.got.items() for rid in items_of.get(t, ())]
             rows += [(layer, rid, carry[t].tobytes()) for rid, t in pending]
             pending = []
@@ -219,5 +203,6 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
         report.items[layer] = len(todo[layer])
         report.encoded[layer] = n
         report.seconds[layer] = round(time.perf_counter() - t0, 1)
+        lo += n
     progress.close()
     return report

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from retrieval.bench.metrics import RANK_METRICS, parse_metric, per_question_scores
+from retrieval.bench.metrics import per_question_scores
 from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
 from retrieval.core.errors import InputError
 
 from ..storage.experiments import Experiment, Experiments
+from .compare import _entries, _p, check_measured
 
 
 @dataclass
@@ -54,16 +55,10 @@ def compare_across(experiments: Experiments, old: Experiment, new: Experiment, m
     """InputError names what the two experiments do not share (methods, questions, the metric)."""
     if old.id == new.id:
         raise InputError("--against needs a second experiment, not the same one")
-    name, k = parse_metric(metric)
-    for exp in (old, new):
-        if name in RANK_METRICS and exp.ks and k > max(exp.ks):
-            raise InputError(f"experiment {exp.id[:12]} recorded rankings up to k = {max(exp.ks)}; {metric} was "
-                             "not measured")
     scores = {}
     for exp in (old, new):
-        entries = experiments.entries(exp)
-        if not entries:
-            raise InputError(f"experiment {exp.id[:12]} has no stored runs yet")
+        check_measured(exp, metric)
+        entries, _ = _entries(experiments, exp, None)
         scores[exp.id] = per_question_scores([e["row"] for e in entries], metric)
     held_old, held_new = set(scores[old.id]), set(scores[new.id])
     shared = [m for m in scores[old.id] if m in held_new]
@@ -107,6 +102,3 @@ def render_across(c: Across) -> str:
         lines.append(f"\nin one experiment only (not compared): {', '.join(c.not_shared)}")
     return "\n".join(lines)
 
-
-def _p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"

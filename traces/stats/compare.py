@@ -109,15 +109,21 @@ def compare(experiments: Experiments, exp: Experiment, metric: str,
         raise InputError(f"experiment {exp.id[:12]}'s questions have no gold passages, so {metric} cannot be "
                          f"measured; `hoptrace judge {exp.id[:12]}` pools and judges its runs, then compare with "
                          "--metric ndcg@5, p@5, jrecall@5 or judged@5")
-    if name in RANK_METRICS and exp.ks and k > max(exp.ks):
-        raise InputError(f"experiment {exp.id[:12]} recorded rankings up to k = {max(exp.ks)} (ks "
-                         f"{', '.join(map(str, exp.ks))}); {metric} was not measured")
+    check_measured(exp, metric)
     entries, methods = _entries(experiments, exp, methods)
     scores = per_question_scores([e["row"] for e in entries if e["method"] in methods], metric)
     if name in ("em", "f1") and not any(scores.get(m) for m in methods):
         raise InputError(f"experiment {exp.id[:12]} has no answers to score with {metric}; "
                          "run the benchmark with --answer")
     return _assemble(exp, metric, k, methods, entries, scores)
+
+
+def check_measured(exp: Experiment, metric: str) -> None:
+    """InputError when a rank metric's k is beyond the rankings the experiment recorded."""
+    name, k = parse_metric(metric)
+    if name in RANK_METRICS and exp.ks and k > max(exp.ks):
+        raise InputError(f"experiment {exp.id[:12]} recorded rankings up to k = {max(exp.ks)} (ks "
+                         f"{', '.join(map(str, exp.ks))}); {metric} was not measured")
 
 
 def _entries(experiments: Experiments, exp: Experiment, methods: Optional[Sequence[str]]):

@@ -154,9 +154,6 @@ def wire(shell) -> None:
             state.public.check_bench(int(limit or 1))
             state.public.check_methods(list(chosen), uses_llm)
             state.throttle(who, request)
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
-        try:
             open_kb = state.kb(kb_name)
         except HopTraceError as e:
             raise gr.Error(str(e)) from e
@@ -206,9 +203,6 @@ def wire(shell) -> None:
                 state.public.check_bench(int(llm_limit or 1))
             state.check_kb(kb_name, who)
             state.throttle(who, request)
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
-        try:
             open_kb = state.kb(kb_name)
         except HopTraceError as e:
             raise gr.Error(str(e)) from e

@@ -242,8 +242,8 @@ def _extract(con: sqlite3.Connection, ex: Extractor, report: BuildReport, shown:
         if len(buffer) >= every:
             _commit_extractions(con, buffer, rowid_of, ex, tag, report)
             buffer = []
-        eta, estimated = shown.extraction_eta(n, len(todo))
-        shown.advance(1, f"{len(todo) - n:,} passages left" + (f" · {note()}" if note else ""), eta, estimated)
+        shown.advance(1, f"{len(todo) - n:,} passages left" + (f" · {note()}" if note else ""),
+                      shown.extraction_eta(n, len(todo)), estimated=True)
     if buffer:
         _commit_extractions(con, buffer, rowid_of, ex, tag, report)
     shown.close()

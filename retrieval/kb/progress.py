@@ -119,8 +119,9 @@ class BuildProgress:
         self._status = None
 
     # -- extraction: its own remainder, then everything after it -----------------------------------------
-    def extraction_eta(self, done: int, total: int) -> tuple[Optional[float], bool]:
-        if done <= 0 or self.elapsed() < 3:  # the first passages wait for spaCy's workers to start
-            return None, True
-        rate = done / max(self.elapsed(), 1e-6)
-        return (total - done) / rate + self.embed_prior_s() + self.synonyms_s(), True
+    def extraction_eta(self, done: int, total: int) -> Optional[float]:
+        """The whole build's remainder while extracting; always an estimate (it rests on the prior)."""
+        spent = self.elapsed()
+        if done <= 0 or spent < 3:  # the first passages wait for spaCy's workers to start
+            return None
+        return (total - done) * spent / done + self.embed_prior_s() + self.synonyms_s()

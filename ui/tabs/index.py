@@ -139,6 +139,8 @@ def wire(shell) -> None:
                                       else None, plan.openie, name=name, progress=False, plan=plan,
                                       max_passages=state.public.passage_cap(),
                                       listener=lambda st: progress(st.fraction, desc=st.line()),
+                                      # fp32 is the radio's default, so it asks for nothing: an append
+                                      # then keeps the KB's own encoder instead of being refused.
                                       precision=precision if precision == "int8" else None)
             added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
                                                     Path(qfile).name, owner=state.owner_id(who))

@@ -92,7 +92,7 @@ def test_batches_keep_within_the_token_budget_and_cover_every_text():
 
 
 def test_one_session_per_core_gives_the_vectors_of_one_session(embedder):
-    from retrieval.encoders.onnx import ParallelEncoder
+    from retrieval.encoders.parallel import ParallelEncoder
 
     texts = ["Lothair II", "Lothair II married Teutberga", "The Journal of Mathematical Physics is a journal.",
              "born in", "Teutberga was a queen of Lotharingia by marriage to Lothair II."] * 3
@@ -110,7 +110,7 @@ def test_one_session_per_core_gives_the_vectors_of_one_session(embedder):
 def test_the_int8_encoder_is_a_switch_a_kb_keeps(small_corpus, embedder, tmp_path):
     passages, _ = small_corpus
     fp, q = tmp_path / "fp.sqlite", tmp_path / "q.sqlite"
-    build_kb(fp, passages[:8], [RulesExtractor(n_process=1)], embedder, progress=False)
+    build_kb(fp, passages[:8], [RulesExtractor(n_process=1)], embedder, progress=False, precision="fp32")
     report = build_kb(q, passages[:8], [RulesExtractor(n_process=1)], embedder, progress=False, precision="int8")
     if "onnxruntime" not in report.encoder:
         pytest.skip("onnxruntime is not installed: the build fell back to torch fp32")
@@ -123,9 +123,10 @@ def test_the_int8_encoder_is_a_switch_a_kb_keeps(small_corpus, embedder, tmp_pat
                  .astype(np.float32)) for t in a]
     assert 0.97 < min(cos) and max(cos) < 0.99999  # close to fp32's, and really another encoder
     before = q.read_bytes()
-    with pytest.raises(KBError, match="made by the int8 encoder.*--precision int8"):
-        build_kb(q, passages[:10], [RulesExtractor(n_process=1)], embedder, progress=False, precision="fp32")
-    assert q.read_bytes() == before
+    for other in ("fp32", "bf16"):
+        with pytest.raises(KBError, match="made by the int8 encoder.*--precision int8"):
+            build_kb(q, passages[:10], [RulesExtractor(n_process=1)], embedder, progress=False, precision=other)
+        assert q.read_bytes() == before
     # Not asked: an append keeps the KB's own encoder.
     more = build_kb(q, passages[:10], [RulesExtractor(n_process=1)], embedder, progress=False)
     assert "int8" in more.encoder and more.embedded["passages"] == 2
@@ -133,9 +134,62 @@ def test_the_int8_encoder_is_a_switch_a_kb_keeps(small_corpus, embedder, tmp_pat
         EmbedSettings(precision="int4")
 
 
+def test_bf16_gives_fp32s_vectors_within_a_hair_and_shares_a_kb_with_them(small_corpus, embedder, tmp_path):
+    passages, _ = small_corpus
+    fp, b = tmp_path / "fp.sqlite", tmp_path / "b.sqlite"
+    build_kb(fp, passages[:8], [RulesExtractor(n_process=1)], embedder, progress=False, precision="fp32")
+    report = build_kb(b, passages[:8], [RulesExtractor(n_process=1)], embedder, progress=False, precision="bf16")
+    assert report.encoder.startswith("torch bf16 ×")
+    con = db.connect(b, readonly=True)
+    assert db.get_meta(con, "embed_precision") == "bf16"
+    con.close()
+    for layer in ("passages", "triples", "entities"):
+        x, y = _vectors(fp, layer), _vectors(b, layer)
+        assert set(x) == set(y)
+        cos = [float(np.frombuffer(x[t], np.float16).astype(np.float32) @ np.frombuffer(y[t], np.float16)
+                     .astype(np.float32)) for t in x]
+        assert min(cos) > 0.9998, layer  # int8's lowest is ~0.97: bf16 is fp32 within rounding
+    # One kind of vectors: an fp32 append to a bf16 KB (and back) is taken; int8 is refused.
+    more = build_kb(b, passages[:10], [RulesExtractor(n_process=1)], embedder, progress=False, precision="fp32")
+    assert more.embedded["passages"] == 2 and "fp32" in more.encoder
+    before = b.read_bytes()
+    with pytest.raises(KBError, match="made by the fp32 encoder, so it cannot take int8"):
+        build_kb(b, passages[:12], [RulesExtractor(n_process=1)], embedder, progress=False, precision="int8")
+    assert b.read_bytes() == before
+
+
+def test_bf16_workers_give_the_vectors_of_the_fp32_model(embedder):
+    from retrieval.encoders.parallel import ParallelEncoder
+
+    texts = ["Lothair II", "Lothair II married Teutberga", "The Journal of Mathematical Physics is a journal.",
+             "born in", "Teutberga was a queen of Lotharingia by marriage to Lothair II."] * 3
+    two = ParallelEncoder.load(embedder, "bf16", workers=2)
+    assert two.runtime == "torch" and len(two.workers) == 2
+    ids = two.tokenize(texts)
+    got = {}
+    two.run(ids, [[0, 1, 2], [3, 4], list(range(5, 15))], lambda b, v: got.update(zip(b, v)))
+    mat = np.stack([got[i] for i in range(len(texts))])
+    ref = embedder.encode(texts)
+    cos = (mat * ref).sum(1)
+    assert cos.min() > 0.9998 and np.abs(mat - ref).max() > 0  # not fp32 itself, but within a hair of it
+    assert np.allclose(np.linalg.norm(mat, axis=1), 1, atol=1e-5)
+
+
+def test_the_default_encoder_is_bf16_only_where_the_cpu_has_it(monkeypatch):
+    import retrieval.encoders.bf16 as bf16
+    from retrieval.kb.embed import default_precision
+
+    monkeypatch.delenv("HOPTRACE_BUILD_PRECISION", raising=False)
+    monkeypatch.setattr(bf16, "native_bf16", lambda: False)
+    assert default_precision() == "fp32" and EmbedSettings.from_env().precision == "fp32"
+    monkeypatch.setattr(bf16, "native_bf16", lambda: True)
+    assert default_precision() == "bf16" and EmbedSettings.from_env().precision == "bf16"
+    assert EmbedSettings.from_env("fp32").precision == "fp32"
+
+
 def test_bad_build_settings_in_the_environment_are_named(monkeypatch):
     monkeypatch.setenv("HOPTRACE_BUILD_PRECISION", "int4")
-    with pytest.raises(ConfigError, match="HOPTRACE_BUILD_PRECISION must be one of fp32, int8, got 'int4'"):
+    with pytest.raises(ConfigError, match="HOPTRACE_BUILD_PRECISION must be one of fp32, bf16, int8, got 'int4'"):
         EmbedSettings.from_env()
     assert EmbedSettings.from_env("int8").precision == "int8"  # --precision outranks the variable
     monkeypatch.setenv("HOPTRACE_BUILD_PRECISION", "fp32")
@@ -209,21 +263,29 @@ def test_rules_in_worker_processes_extract_what_one_process_does(musique):
     assert workers == alone
 
 
-def test_same_as_pairs_equal_the_nearest_neighbours_ranked_in_full(small_kb, tmp_path):
-    """The threshold-first derivation against the plain one it replaced: every name's ten nearest
-    (names with digits left out), kept when at least the threshold."""
-    import re
+def _same_as_afresh(kb, path) -> sqlite3.Connection:
+    """A copy of `kb` at `path` whose same_as pairs were derived again from nothing."""
     import shutil
 
-    from retrieval.kb.synonyms import DEFAULT_THRESHOLD, MAX_NEIGHBOURS, derive_same_as
+    from retrieval.kb.synonyms import derive_same_as
 
-    path = tmp_path / "kb.sqlite"
-    shutil.copyfile(small_kb, path)
+    shutil.copyfile(kb, path)
     con = db.connect(path)
     with con:
         con.execute("DELETE FROM same_as")
         db.set_meta(con, "same_as_upto", 0)
     derive_same_as(con)
+    return con
+
+
+def test_same_as_pairs_equal_the_nearest_neighbours_ranked_in_full(small_kb, tmp_path):
+    """The threshold-first derivation against the plain one it replaced: every name's ten nearest
+    (names with digits left out), kept when at least the threshold."""
+    import re
+
+    from retrieval.kb.synonyms import DEFAULT_THRESHOLD, MAX_NEIGHBOURS
+
+    con = _same_as_afresh(small_kb, tmp_path / "kb.sqlite")
     rows = list(con.execute("SELECT entity, alias, method FROM same_as"))
     got = {(a, b) for a, b, m in rows if m == "embedding"}
     every = {(a, b) for a, b, _ in rows}  # a pair of names that normalise alike is kept under that reason
@@ -240,3 +302,28 @@ def test_same_as_pairs_equal_the_nearest_neighbours_ranked_in_full(small_kb, tmp
             if sims[r, j] >= DEFAULT_THRESHOLD:
                 want |= {(name_of[int(ids[r])], name_of[int(ids[j])]), (name_of[int(ids[j])], name_of[int(ids[r])])}
     assert got and got <= want and want <= every
+
+
+def test_same_as_over_too_many_names_for_exact_comes_from_an_index_and_finds_the_exact_pairs(small_kb, tmp_path,
+                                                                                            monkeypatch):
+    """Above HOPTRACE_SAME_AS_EXACT_UP_TO comparable names (forced here with 0) the neighbours come
+    from faiss's IVF index: nearly every exact pair, none below the threshold."""
+    from retrieval.kb.synonyms import DEFAULT_THRESHOLD
+
+    def derive(path):
+        con = _same_as_afresh(small_kb, path)
+        rows = {(a, b): s for a, b, s in con.execute(
+            "SELECT entity, alias, similarity FROM same_as WHERE method='embedding'")}
+        con.close()
+        return rows
+
+    exact = derive(tmp_path / "exact.sqlite")
+    monkeypatch.setenv("HOPTRACE_SAME_AS_EXACT_UP_TO", "0")
+    ivf = derive(tmp_path / "ivf.sqlite")
+    assert len(exact) > 100
+    assert len(set(exact) & set(ivf)) >= 0.95 * len(exact)
+    assert min(ivf.values()) >= DEFAULT_THRESHOLD
+    assert all(abs(ivf[p] - exact[p]) < 1e-3 for p in set(exact) & set(ivf))  # the same similarities
+    monkeypatch.setenv("HOPTRACE_SAME_AS_EXACT_UP_TO", "lots")
+    with pytest.raises(ConfigError, match="HOPTRACE_SAME_AS_EXACT_UP_TO must be a whole number, got 'lots'"):
+        derive(tmp_path / "bad.sqlite")

@@ -11,10 +11,9 @@ GRIEVER reuses come from the same forward pass either way.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -122,71 +121,6 @@ class OnnxEncoder:
         if "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
         return self.session.run(None, feed)[0][0]
-
-
-class ParallelEncoder:
-    """A build's encoder: one single-threaded session per core, each taking the next batch
-    from a shared list. On 2 cores this ran ~5-10 % more texts a second than one session with
-    two intra-op threads, which synchronise inside every op of a small batch (docs/profiles.md,
-    "Building faster"). onnxruntime releases the GIL while a session runs."""
-
-    def __init__(self, encoders: list[OnnxEncoder], precision: str):
-        self.encoders = encoders
-        self.precision = precision
-        self.tokenizer = encoders[0].tokenizer
-        self.max_length = encoders[0].max_length
-
-    @classmethod
-    def load(cls, embedder: Loaded, precision: str = "fp32", workers: int = 0) -> Optional["ParallelEncoder"]:
-        workers = workers or os.cpu_count() or 1
-        encoders = []
-        for _ in range(workers):
-            enc = OnnxEncoder.load(embedder, precision, threads=1 if workers > 1 else 0)
-            if enc is None:
-                return None
-            encoders.append(enc)
-        return cls(encoders, precision)
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, truncated as the model truncates, specials included."""
-        return self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
-                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-
-    def run(self, ids: Sequence[Sequence[int]], batches: Sequence[Sequence[int]],
-            done: Optional[Callable[[Sequence[int], np.ndarray], None]] = None) -> None:
-        """Encode every batch; `done(indices, vectors)` is called for each, from the caller's
-        thread, in the order batches finish."""
-        import queue
-
-        todo: "queue.Queue" = queue.Queue()
-        for b in batches:
-            todo.put(b)
-        results: "queue.Queue" = queue.Queue()
-
-        def work(enc: OnnxEncoder) -> None:
-            try:
-                while True:
-                    try:
-                        b = todo.get_nowait()
-                    except queue.Empty:
-                        return
-                    results.put((b, enc.encode_ids([ids[j] for j in b])))
-            except BaseException as e:  # surfaced in the caller's thread below
-                results.put(e)
-
-        threads = [threading.Thread(target=work, args=(e,), daemon=True) for e in self.encoders]
-        for t in threads:
-            t.start()
-        for _ in range(len(batches)):
-            got = results.get()
-            if isinstance(got, BaseException):
-                while not todo.empty():  # the other workers stop after their current batch
-                    todo.get_nowait()
-                raise got
-            if done is not None:
-                done(*got)
-        for t in threads:
-            t.join()
 
 
 def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from ..core.errors import KBError
 from ..core.records import Extraction, Passage, Question
 from ..encoders.embedder import Embedder
 from . import db
-from .embed import DEFAULT_PRECISION, EmbedSettings, embed_layers
+from .embed import EmbedSettings, embed_layers, env_precision, same_kind
 from .extract.base import Extractor, label
 from .normalize import normalize_entity
 from .progress import BuildProgress, BuildStatus
@@ -67,7 +67,8 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
 
     `retry_failed` first forgets the failed passages of the extractors' layers, so only
     those are extracted again (every other passage keeps what it has). `precision` is the
-    build encoder's (fp32 | int8); by default a KB keeps the one it was made with. `listener`
+    build encoder's (fp32 | bf16 | int8); by default an int8 KB stays int8 and any other takes
+    this machine's default (bf16 where the CPU has it, else fp32). `listener`
     hears every progress update (the app's Index tab); `progress` draws terminal bars."""
     path = Path(path)
     t0 = time.time()
@@ -78,7 +79,7 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         report.reused = True
         report.size_bytes = path.stat().st_size
         return report
-    settings = EmbedSettings.from_env(_precision_for(path, precision))
+    settings = EmbedSettings.from_env(_precision_for(path, precision or env_precision()))
     work = _working_copy(path, embedder)
     con = db.connect(work)
     shown = BuildProgress(bars=progress, listener=listener, precision=settings.precision)
@@ -147,21 +148,24 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
 
 
 def _precision_for(path: Path, asked: Optional[str]) -> Optional[str]:
-    """The build encoder's precision: what was asked, else what the KB was made with (a KB's
-    vectors come from one encoder). Asking for another than the KB's is refused, naming both."""
+    """The build encoder's precision: what was asked, else the KB's kind of vectors (a KB's
+    vectors come from one encoder). fp32 and bf16 are one kind (cosine ≥ 0.9999 apart, below
+    what the KB's fp16 storage keeps), so either extends the other; int8 is another. Asking for
+    another kind than the KB's is refused, naming both."""
     src = db.building_path(path) if db.building_path(path).exists() else path
     if not src.exists():
         return asked
     con = db.connect(src, readonly=True)
     try:
         has_vectors = con.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
-        made = db.get_meta(con, "embed_precision", DEFAULT_PRECISION if has_vectors else None)
+        made = db.get_meta(con, "embed_precision", "fp32" if has_vectors else None)
     finally:
         con.close()
-    if asked and made and asked != made:
+    if asked and made and not same_kind(asked, made):
         raise KBError(f"{path}: its vectors were made by the {made} encoder, so it cannot take {asked} ones; "
                       f"build with --precision {made}, or into a new KB (--out)")
-    return asked or made
+    # Not asked: an int8 KB keeps int8; a full-precision one takes this machine's default.
+    return asked or (made if made == "int8" else None)
 
 
 def _passages_without_vectors(con: sqlite3.Connection) -> int:

@@ -158,8 +158,8 @@ def demo_path() -> Path:
 
 
 def ensure_demo(progress: bool = True) -> Path:
-    """The demo KB, built on first use (142 s on two cores; 75 s with HOPTRACE_BUILD_PRECISION=int8) and
-    reused after."""
+    """The demo KB, built on first use (on two cores: 109 s in bf16, the default where the CPU has
+    it, 142 s in fp32, 75 s with HOPTRACE_BUILD_PRECISION=int8) and reused after."""
     path = demo_path()
     if not path.exists():
         build_dataset(DEMO, progress=progress)

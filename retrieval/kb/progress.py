@@ -19,10 +19,11 @@ from tqdm import tqdm
 
 # Seconds of embedding per passage and tokens encoded per second, both for 2 cores, measured
 # with the OpenIE import on the demo (≈ 51 texts a passage: 0.065 s fp32, 0.029 s int8) and the
-# rules on 2Wiki (≈ 53: 0.030 s int8): docs/profiles.md, "Building faster". Only a first guess;
-# the rates measured in the build replace them.
-PRIOR_EMBED_S_PER_PASSAGE = {"fp32": 0.065, "int8": 0.03}
-PRIOR_TOKENS_PER_S = {"fp32": 8500.0, "int8": 20000.0}
+# rules on 2Wiki (≈ 53: 0.030 s int8), bf16 from 9,190 2Wiki texts of every layer (1.45x fp32):
+# docs/profiles.md, "Building faster". Only a first guess; the rates measured in the build
+# replace them.
+PRIOR_EMBED_S_PER_PASSAGE = {"fp32": 0.065, "bf16": 0.045, "int8": 0.03}
+PRIOR_TOKENS_PER_S = {"fp32": 8500.0, "bf16": 12500.0, "int8": 20000.0}
 SYNONYM_S_PER_ENTITY = 0.0003  # 2Wiki: 20.4 s for 67,421 entities (it grows with their square)
 
 

@@ -265,7 +265,11 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
     page.fill("#up-name textarea, #up-name input", "tiny_upload")
     page.click("#up-build")
     page.wait_for_function("document.querySelector('#up-log').innerText.includes('Built')", timeout=180_000)
-    assert "3 passages" in page.locator("#up-log").inner_text()
+    log = page.locator("#up-log").inner_text()
+    assert "3 passages" in log
+    from retrieval.kb.embed import default_precision  # the Encoder radio's "default": bf16 where the CPU has it
+
+    assert f"encoder {'torch' if default_precision() == 'bf16' else 'onnxruntime'} {default_precision()} ×" in log
     page.screenshot(path=str(shots / "index.png"), full_page=True)
     # the new KB is selected; ask it
     page.get_by_role("tab", name="Ask").click()

@@ -57,6 +57,10 @@ def test_kb_info(small_kb, capsys):
     text = capsys.readouterr().out
     assert "extraction (passages per layer):" in text and f"rules@{RulesExtractor.version}" in text
     assert "passages 80" in text
+    from retrieval.kb.embed import default_precision  # the fixture KB is built with this machine's default
+
+    assert f"vectors from the {default_precision()} encoder" in text
+    assert f"{default_precision()} ×" in text.split("last build:")[1]  # "encoder torch bf16 ×2"
 
 
 def test_serve_flags_reach_the_app(monkeypatch):

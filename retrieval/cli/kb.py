@@ -28,7 +28,8 @@ def cmd_kb(args) -> int:
 def render_kb_info(info) -> str:
     """`hoptrace kb info`: what the KB holds, who extracted it, what failed and what the LLM cost."""
     lines = [f"{info.meta.get('name', '?')} · {info.backend} · {info.location}",
-             f"embedder: {info.embed_model} ({info.embed_dim}-d)",
+             f"embedder: {info.embed_model} ({info.embed_dim}-d), vectors from the "
+             f"{info.meta.get('embed_precision', 'fp32')} encoder",
              "counts: " + ", ".join(f"{k} {v:,}" for k, v in info.counts.items())]
     if info.extraction:
         lines.append("extraction (passages per layer):")
@@ -47,7 +48,8 @@ def render_kb_info(info) -> str:
         lines.append(f"  total: {t_in:,} tokens in / {t_out:,} out · {secs / 60:.1f} min")
     last = info.meta.get("last_build")
     if last:
-        lines.append(f"last build: {last.get('passages_added', 0)} passages added, {last.get('seconds')} s")
+        lines.append(f"last build: {last.get('passages_added', 0)} passages added, {last.get('seconds')} s"
+                     + (f", encoder {last['encoder']}" if last.get("encoder") else ""))
     return "\n".join(lines)
 
 

@@ -24,7 +24,8 @@ from tqdm import tqdm
 # replace them.
 PRIOR_EMBED_S_PER_PASSAGE = {"fp32": 0.065, "bf16": 0.045, "int8": 0.03}
 PRIOR_TOKENS_PER_S = {"fp32": 8500.0, "bf16": 12500.0, "int8": 20000.0}
-SYNONYM_S_PER_ENTITY = 0.0003  # 2Wiki: 20.4 s for 67,421 entities (it grows with their square)
+SYNONYM_S_PER_ENTITY = 0.0003  # 2Wiki: 20.4 s for 67,421 entities (exact, it grows with their square; above
+# 100,000 comparable names an index takes over, ~0.0003 s a name again at 800,000: synonyms.py)
 
 
 def _clock(seconds: Optional[float]) -> str:

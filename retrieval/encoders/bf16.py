@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .onnx import Loaded, _mean_pooled
+from .onnx import Loaded, mean_pooled, padded
 
 
 def native_bf16() -> bool:
@@ -49,13 +49,9 @@ class Bf16Encoder:
         """Unit vectors of one batch of texts already tokenised (specials included), padded here."""
         import torch
 
-        width = max(len(x) for x in ids)
-        input_ids = torch.zeros((len(ids), width), dtype=torch.long)
-        mask = torch.zeros_like(input_ids)
-        for row, x in enumerate(ids):
-            input_ids[row, :len(x)] = torch.as_tensor(x)
-            mask[row, :len(x)] = 1
+        input_ids, mask = padded(ids)
+        ii = torch.from_numpy(input_ids)
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-            hidden = self.model(input_ids=input_ids, attention_mask=mask, token_type_ids=torch.zeros_like(input_ids),
-                                return_dict=True).last_hidden_state
-        return _mean_pooled(hidden.float().numpy(), mask.numpy())
+            hidden = self.model(input_ids=ii, attention_mask=torch.from_numpy(mask),
+                                token_type_ids=torch.zeros_like(ii), return_dict=True).last_hidden_state
+        return mean_pooled(hidden.float().numpy(), mask)

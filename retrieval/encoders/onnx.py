@@ -92,7 +92,7 @@ class OnnxEncoder:
                 batch = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True,
                                        max_length=self.max_length, return_tensors="np")
                 feed = {k: batch[k].astype(np.int64) for k in _INPUTS if k in batch}
-                vecs = _mean_pooled(self.session.run(None, feed)[0], batch["attention_mask"])
+                vecs = mean_pooled(self.session.run(None, feed)[0], batch["attention_mask"])
                 chunks.append((idx, vecs))
         if chunks:
             out = np.zeros((len(texts), chunks[0][1].shape[1]), dtype=np.float32)
@@ -103,16 +103,11 @@ class OnnxEncoder:
 
     def encode_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors of one batch of texts already tokenised (specials included), padded here."""
-        width = max(len(x) for x in ids)
-        input_ids = np.zeros((len(ids), width), dtype=np.int64)
-        mask = np.zeros((len(ids), width), dtype=np.int64)
-        for row, x in enumerate(ids):
-            input_ids[row, :len(x)] = x
-            mask[row, :len(x)] = 1
+        input_ids, mask = padded(ids)
         with self._lock:
             hidden = self.session.run(None, {"input_ids": input_ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(input_ids)})[0]
-        return _mean_pooled(hidden, mask)
+        return mean_pooled(hidden, mask)
 
     def hidden(self, feed: dict) -> np.ndarray:
         """Token vectors (n_tokens, dim) of one tokenised text: what the torch model's
@@ -123,7 +118,18 @@ class OnnxEncoder:
         return self.session.run(None, feed)[0][0]
 
 
-def _mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def padded(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of a batch padded to its longest text, and their attention mask (int64 both)."""
+    width = max(len(x) for x in ids)
+    input_ids = np.zeros((len(ids), width), dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for row, x in enumerate(ids):
+        input_ids[row, :len(x)] = x
+        mask[row, :len(x)] = 1
+    return input_ids, mask
+
+
+def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The models' pooling: the mean of the unpadded token vectors, then unit length."""
     m = mask[..., None].astype(np.float32)
     vecs = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)

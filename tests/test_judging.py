@@ -305,3 +305,44 @@ def test_public_mode_bounds_llm_judging_as_llm_work():
                 pass
     with queue.admit(["bm25"], now=2.0):                     # LLM-free work never queues
         assert len(queue) == 0
+
+
+def test_questions_left_out_of_a_comparison_are_counted_and_named_with_their_reason(tmp_path):
+    from traces.stats.compare import Judged, render_text
+
+    exps, exp = _hand_experiment(tmp_path, {"a": {"q1": ["p1", "p2"], "q2": ["p3"], "q3": ["p5"], "q4": ["p7"]},
+                                            "b": {"q1": ["p2", "p1"], "q2": ["p4"], "q3": ["p6"]}})
+    # q1 has a relevant passage; q2 was judged but nothing in it is relevant; q3 nobody judged;
+    # q4 was not run by b.
+    grades = {"q1": {"p1": 3, "p2": 0}, "q2": {"p3": 0, "p4": 1}, "q4": {"p7": 2}}
+    c = compare(exps, exp, "ndcg@5", qrels=Judged(grades, judges="by hand"))
+    assert c.question_ids == ["q1"]
+    assert c.left_out == {"no judged-relevant passage": ["q2"], "not judged": ["q3"],
+                          "not run by every method": ["q4"]}
+    assert c.left_out_count == 3
+    line = c.questions_line()
+    assert line == ("4 questions · 3 left out: 1 no judged-relevant passage (q2); 1 not judged (q3); "
+                    "1 not run by every method (q4)")
+    assert "ndcg@5 on 1 of 4 questions · 3 left out" in render_text(c)
+    assert c.to_json()["left_out"] == 3 and c.to_json()["left_out_why"]["not judged"] == ["q3"]
+    # P@k is defined without a relevant passage: q2 stays, and one reason reads as the issue asked.
+    one = compare(exps, exp, "p@5", methods=["a", "b"], qrels=Judged({**grades, "q3": {"p5": 0, "p6": 0}}))
+    assert one.question_ids == ["q1", "q2", "q3"]
+    assert one.questions_line() == "4 questions · 1 left out: not run by every method (q4)"
+
+
+def test_the_answer_rule_judging_again_counts_what_it_judged_before_as_before(ctx, tmp_path):
+    traces = TraceStore(tmp_path / "t.sqlite")
+    plain = [Question(q.id, q.text, q.answers) for q in ctx.store.questions()]
+    exps = Experiments(traces)
+    spec = {"methods": {"bm25": {}, "dense": {}}, "ks": [5, 10], "questions": [question_record(q) for q in plain]}
+    exp = exps.start("bench", "small", kb_fingerprint(ctx.store), "none", spec)
+    run_bench(ctx, "small", plain, ["bm25", "dense"], ks=(5, 10), progress=False, sink=exps.sink(exp))
+    first = judge_experiment(exps, exp, ctx.store, "answer", depth=5)
+    deeper = judge_experiment(exps, exp, ctx.store, "answer", depth=10)
+    graded_first = first.judged
+    assert first.already == 0 and graded_first > 0
+    # the deeper pool holds the first; its pairs graded before are not judged "now" again
+    assert deeper.already == graded_first
+    assert deeper.judged + deeper.already + deeper.skipped == deeper.pooled
+    assert f"judged before: {graded_first}" in deeper.lines()[-2 if deeper.grades else -1]

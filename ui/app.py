@@ -20,7 +20,7 @@ from retrieval.kb.presets import ensure_demo
 from retrieval.methods import METHODS, method_names
 from traces.storage.experiments import Experiments
 
-from . import evidence, render
+from . import evidence, messages, render
 from .judging import JUDGE_KEYS_JS
 from .public import PublicLimits, new_visitor_id
 from .state import AppState
@@ -64,7 +64,8 @@ def build(state: AppState) -> gr.Blocks:
         benchmark.wire(shell)
         index.wire(shell)
         qgen.wire(shell)
-    return app
+    # Every handler's errors reach the page as text, refusals through one helper (ui/messages.py).
+    return messages.guard(app, state.public.show_paths)
 
 
 def _wire_arrival(shell) -> None:

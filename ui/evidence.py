@@ -99,7 +99,7 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
     pair = c.pair(a, b) if a != b else None
     head = (f"<div class='ht-meta'>experiment <code>{render.esc(exp.id)}</code> · {render.esc(exp.kind)} · KB "
             f"{render.esc(exp.kb)} · {render.esc(exp.provenance())} · "
-            f"{len(c.question_ids)} questions · {render.esc(exp.status)} · link: "
+            f"<span id='exp-questions'>{render.esc(c.questions_line())}</span> · {render.esc(exp.status)} · link: "
             f"<a href='?experiment={render.esc(exp.id)}'>?experiment={render.esc(exp.id[:12])}…</a></div>")
     if c.judges:
         head += f"<div class='ht-meta' id='exp-judges'>judged: {render.esc(c.judges)}</div>"

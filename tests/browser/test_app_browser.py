@@ -547,6 +547,114 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
         browser.close()
 
 
+class _Listener:
+    """A loopback HTTP server that counts what reaches it: an address a hostile file names."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        hits = self.hits = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _hit(self):
+                hits.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            do_GET = do_POST = _hit
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shots, capfd):
+    """Payloads in a CSV header, a duplicate id, a set name and a file name: each toast shows them
+    as text, names the visitor's file and no server path; no request leaves for the address the
+    payloads name, and the page asks for no image it did not ship. Each refusal logs one line."""
+    import json
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    listener = _Listener()
+    at = listener.url
+    header = f"<img src={at}/h1>"
+    form = f"<form action={at}/f><input name=q value=1><button>go</button></form>"
+    link = f"<a href={at}/a>click me</a>"
+    files = {
+        "header.csv": f"{header},answer\nWhere?,Here\n",
+        "dup.json": json.dumps([{"id": form, "question": "Where?"}, {"id": form, "question": "When?"}]),
+        "ok.txt": "Which river?\n",
+        # Gradio strips < > from uploaded names; an entity is what a name can still smuggle.
+        "a&lt;img src=x&gt;.txt": "",
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    cases = [  # (file, set name, what the toast must show)
+        ("header.csv", "my_questions", f"the CSV has no 'question' column (its header is {header}, answer)"),
+        ("dup.json", "my_questions", f"item 1: duplicate id {form!r}"),
+        ("ok.txt", link, f"question set name {link!r} should be"),
+        ("a&lt;img src=x&gt;.txt", "my_questions", "a&lt;img src=x&gt;.txt: no questions in the file"),
+    ]
+    capfd.readouterr()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            requests: list[tuple[str, str]] = []
+            page.on("request", lambda r: requests.append((r.url, r.resource_type)))
+            page.goto(hostile_url, wait_until="domcontentloaded")
+            page.wait_for_selector("#run", timeout=60_000)
+            page.get_by_role("tab", name="Index").click()
+            # A success first: a refusal after it must not leave its message under an error badge.
+            page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "ok.txt"))
+            page.fill("#qs-name textarea, #qs-name input", "first set")
+            page.click("#qs-add")
+            page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added to')",
+                                   timeout=60_000)
+            shipped = {u for u, kind in requests if kind == "image"}
+            for name, set_name, shown in cases:
+                page.locator("#qs-file button[aria-label='Clear']").click()  # the last upload goes
+                page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / name))
+                page.fill("#qs-name textarea, #qs-name input", set_name)
+                page.click("#qs-add")
+                toast = page.locator(".toast-body").filter(has_text=shown[:40]).last
+                toast.wait_for(timeout=60_000)
+                text = toast.inner_text()
+                assert shown in text, text
+                if set_name == "my_questions":     # a refusal of the file names the visitor's own file
+                    assert f"{name}: " in text, text
+                assert "/tmp" not in text and "gradio" not in text and str(tmp_path) not in text, text
+                assert toast.locator("img, form, a, input, button:not(.toast-close)").count() == 0, \
+                    toast.inner_html()
+                assert "Added to" not in page.locator("#qs-log").inner_text()
+                if name == "dup.json":
+                    page.wait_for_timeout(700)  # the toast slides in
+                    page.screenshot(path=str(shots / "toast-as-text.png"))
+            page.wait_for_timeout(1500)         # anything a toast could still fetch
+            browser.close()
+    finally:
+        listener.close()
+    assert listener.hits == [], listener.hits
+    assert not [u for u, _ in requests if not u.startswith((hostile_url, "data:", "blob:", "about:"))]
+    assert not [u for u, kind in requests if kind == "image" and u not in shipped]
+    log = [line for line in capfd.readouterr().err.splitlines() if line.startswith("hoptrace: refused")]
+    (shots / "toast-as-text.log").write_text("\n".join(log) + "\n")
+    assert len(log) == len(cases), log
+    for (name, _, _), line in zip(cases, log):
+        assert re.match(r"hoptrace: refused InputError in add_questions \(file '[^']+'\): ", line), line
+        assert f"'{name}'" in line and "/tmp" not in line
+
+
 def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(page, tmp_path, shots):
     """A new user's path: plain questions added to a KB, benched, the runs pooled and graded in the
     Judge view (keys and buttons; methods and automatic grades hidden until graded), then two

@@ -121,10 +121,13 @@ def judge_experiment(experiments: Experiments, exp: Experiment, store, judge: st
         t0 = time.perf_counter()
         js, skipped = answer_rule.judge(((questions[pp.question_id], passages[pp.passage_id]) for pp in pool.pairs),
                                         owner)
-        before = len(qrels.all(exp.id, owner, "answer", "ok"))
+        # The rule is instant and deterministic, so it grades the whole pool again; what it had
+        # graded before is counted as before, not as judged now (24 pairs read 6 + 18, not 24 + 18).
+        before = {(j.question_id, j.passage_id) for j in qrels.all(exp.id, owner, "answer", "ok")}
+        again = sum((j.question_id, j.passage_id) in before for j in js)
         qrels.put(exp.id, js)
-        rep = JudgeReport("answer", answer_rule.RULE + " (LLM-free, instant)", pool, len(pool.pairs), before,
-                          judged=len(js), skipped=skipped, seconds=time.perf_counter() - t0)
+        rep = JudgeReport("answer", answer_rule.RULE + " (LLM-free, instant)", pool, len(pool.pairs), again,
+                          judged=len(js) - again, skipped=skipped, seconds=time.perf_counter() - t0)
         rep.grades = _grades(js)
         return rep
     if llm is None:

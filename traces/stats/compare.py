@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from retrieval.bench.metrics import RANK_METRICS, parse_metric, per_question_scores
 from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
@@ -50,9 +50,25 @@ class Comparison:
     by_hops: dict = field(default_factory=dict)
     by_type: dict = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)   # per question: text, hops, type, scores, run ids
-    left_out: int = 0                                  # questions not scored for every method
+    left_out: dict = field(default_factory=dict)       # why → the experiment's questions left out for it
     judges: str = ""                                   # a judged metric: whose grades, and how they agree with gold
     relevant: dict = field(default_factory=dict)       # a judged metric: question → its judged-relevant passages
+
+    @property
+    def left_out_count(self) -> int:
+        return sum(len(qs) for qs in self.left_out.values())
+
+    def questions_line(self) -> str:
+        """"5 questions · 1 left out: no judged-relevant passage (q3)": what was compared, and what
+        was not and why, so a smaller n than the experiment's is never a surprise."""
+        total = len(self.question_ids) + self.left_out_count
+        line = f"{total} questions"
+        if self.left_out:
+            parts = [f"{len(qs)} {why} ({', '.join(qs[:5])}{', …' if len(qs) > 5 else ''})"
+                     for why, qs in self.left_out.items()]
+            what = parts[0].partition(" ")[2] if len(parts) == 1 else "; ".join(parts)
+            line += f" · {self.left_out_count} left out: {what}"
+        return line
 
     @property
     def followed(self) -> str:
@@ -86,7 +102,7 @@ class Comparison:
         return {"experiment": e.id, "kb": e.kb, "kb_fingerprint": e.kb_fingerprint, "llm": e.llm,
                 "code_version": e.code_version, "machine": e.machine, "metric": self.metric,
                 "questions": len(self.question_ids),
-                "left_out": self.left_out, "judges": self.judges or None,
+                "left_out": self.left_out_count, "left_out_why": self.left_out, "judges": self.judges or None,
                 "correction": "holm" if len(self.pairs) > 1 else "none",
                 "alpha": ALPHA, "test": "paired randomization (scipy.stats.permutation_test, 10,000 resamples), "
                                         "two-sided; 95 % percentile bootstrap intervals",
@@ -115,7 +131,10 @@ def compare(experiments: Experiments, exp: Experiment, metric: str,
     if name in ("em", "f1") and not any(scores.get(m) for m in methods):
         raise InputError(f"experiment {exp.id[:12]} has no answers to score with {metric}; "
                          "run the benchmark with --answer")
-    return _assemble(exp, metric, k, methods, entries, scores)
+    gold = {q["id"]: bool(q.get("gold")) for q in exp.questions}
+    undefined = "no answer to score" if name in ("em", "f1") else "no gold passage"
+    return _assemble(exp, metric, k, methods, entries, scores,
+                     lambda q: undefined if name in ("em", "f1") or not gold.get(q) else "not scored")
 
 
 def check_measured(exp: Experiment, metric: str) -> None:
@@ -176,20 +195,33 @@ def _compare_judged(experiments: Experiments, exp: Experiment, metric: str, meth
             run, _ = experiments.traces.load_run(e["run_id"])
             rel = sorted(relevant.get(e["question_id"], ()))
             judged_entries.append({**e, "fates": gold_presence(run, rel) if rel else None})
-    c = _assemble(exp, metric, k, methods, judged_entries, scores)
+    needs_relevant = metric.partition("@")[0].lower() in ("ndcg", "jrecall")
+
+    def why(q: str) -> str:
+        if not qrels.grades.get(q):
+            return "not judged"
+        return "no judged-relevant passage" if needs_relevant and not relevant.get(q) else "not scored"
+
+    c = _assemble(exp, metric, k, methods, judged_entries, scores, why)
     c.judges, c.relevant = qrels.judges, relevant
     return c
 
 
 def _assemble(exp: Experiment, metric: str, k: int, methods: list[str], entries: Sequence[dict],
-              scores: dict[str, dict[str, float]]) -> Comparison:
+              scores: dict[str, dict[str, float]], why: Callable[[str], str]) -> Comparison:
+    """`why(question id)`: the reason a question every method ran has no score."""
     order = [q["id"] for q in exp.questions]
     common = [q for q in order if all(q in scores.get(m, {}) for m in methods)]
     if not common:
         raise InputError(f"no question of experiment {exp.id[:12]} has {metric} for every method"
                          + (" (a question needs a judged-relevant passage for ndcg and jrecall; judge more of the "
                             "pool)" if is_judged_metric(metric) else ""))
-    scored_any = {q for m in methods for q in scores.get(m, {})}
+    ran = {(e["method"], e["question_id"]) for e in entries}
+    left_out: dict[str, list[str]] = {}
+    for q in order:
+        if q not in common:
+            reason = why(q) if all((m, q) in ran for m in methods) else "not run by every method"
+            left_out.setdefault(reason, []).append(q)
     means = {m: mean_interval([scores[m][q] for q in common]) for m in methods}
     pairs = [paired(a, [scores[a][q] for q in common], b, [scores[b][q] for q in common])
              for a, b in combinations(methods, 2)]
@@ -201,7 +233,7 @@ def _assemble(exp: Experiment, metric: str, k: int, methods: list[str], entries:
     sub = {m: {q: scores[m][q] for q in common} for m in methods}
     rows = _rows(exp, entries, methods, common, scores, k)
     return Comparison(exp, metric, methods, common, means, pairs, funnels, breakdown(sub, exp.questions, "hops"),
-                      breakdown(sub, exp.questions, "type"), rows, len(scored_any) - len(common))
+                      breakdown(sub, exp.questions, "type"), rows, left_out)
 
 
 def _rows(exp: Experiment, entries: Sequence[dict], methods: Sequence[str], common: Sequence[str],
@@ -227,8 +259,7 @@ def _p(p: float) -> str:
 def render_text(c: Comparison) -> str:
     e = c.experiment
     lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · {e.provenance()}",
-             f"{c.metric} on {len(c.question_ids)} questions"
-             + (f" ({c.left_out} left out: not scored for every method)" if c.left_out else ""),
+             f"{c.metric} on {len(c.question_ids)} of {c.questions_line()}",
              *([f"judged: {c.judges}"] if c.judges else []),
              "", f"{'':2} {'method':<24} {c.metric + ' [95 % CI]':<28} beats (p < {ALPHA}, "
              + ("Holm-adjusted over " + str(len(c.pairs)) + " pairs)" if len(c.pairs) > 1 else "one pair)")]

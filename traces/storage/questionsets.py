@@ -45,7 +45,8 @@ class QuestionSet:
     def describe(self) -> str:
         gold = ("with gold" if self.n_gold == self.n else f"{self.n_gold} with gold") if self.n_gold else "no gold"
         answers = f", {self.n_answers} with answers" if self.n_answers else ""
-        return f"{self.name} · {self.n} questions · {gold}{answers} · {self.kind} · from {self.source}"
+        n = f"{self.n} question" + ("s" if self.n != 1 else "")
+        return f"{self.name} · {n} · {gold}{answers} · {self.kind} · from {self.source}"
 
 
 def built_in(kb: str, questions: list[Question]) -> QuestionSet:

@@ -11,9 +11,8 @@ from retrieval.core.errors import HopTraceError, InputError
 from traces.storage.experiments import kb_fingerprint, method_spec, question_record
 from traces.storage.questionsets import BUILT_IN, QuestionSets
 
-from .. import evidence, render
+from .. import evidence, messages, render
 from ..ask import uses_llm
-from ..public import LimitError
 from .shared import RUNS_PREFIX, _expired, _graph_choices, _pick_stage, _picker_names, _stored_grid
 
 
@@ -132,14 +131,11 @@ def wire(shell) -> None:
     def set_questions(open_kb, set_name, who):
         if not set_name or set_name == BUILT_IN:
             if not open_kb.questions:
-                raise gr.Error(f"KB {open_kb.name} has no questions of its own: add a question set in the Index "
-                               "tab and pick it here")
+                raise InputError(f"KB {open_kb.name} has no questions of its own: add a question set in the Index "
+                                 "tab and pick it here")
             return open_kb.questions
         sets = QuestionSets(state.traces)
-        try:
-            return sets.questions(sets.get(open_kb.name, set_name, state.owner_filter(who)))
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+        return sets.questions(sets.get(open_kb.name, set_name, state.owner_filter(who)))
 
     def set_choices(kb_name, who, value=None):
         names = [BUILT_IN] + [s.name for s in QuestionSets(state.traces).list(kb_name, state.owner_filter(who))]
@@ -148,15 +144,12 @@ def wire(shell) -> None:
 
     def bench(kb_name, chosen, limit, set_name, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         if not chosen:
-            raise gr.Error("pick at least one method")
-        try:
-            state.check_kb(kb_name, who)
-            state.public.check_bench(int(limit or 1))
-            state.public.check_methods(list(chosen), uses_llm)
-            state.throttle(who, request)
-            open_kb = state.kb(kb_name)
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+            raise InputError("pick at least one method")
+        state.check_kb(kb_name, who)
+        state.public.check_bench(int(limit or 1))
+        state.public.check_methods(list(chosen), uses_llm)
+        state.throttle(who, request)
+        open_kb = state.kb(kb_name)
         questions = set_questions(open_kb, set_name, who)[: max(1, int(limit or 1))]
         exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
                                 {"methods": ",".join(chosen), "limit": int(limit or 1),
@@ -164,11 +157,9 @@ def wire(shell) -> None:
         try:
             with state.llm_slot(request, list(chosen)):
                 res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
-                                on_progress=lambda d, t, m: progress(d / t, desc=f"{m}: {d}/{t}"),
+                                on_progress=lambda d, t, m: progress(d / t, desc=messages.progress_text(
+                                    f"{m}: {d}/{t}", state.public.show_paths)),
                                 sink=experiments.sink(exp))
-        except LimitError as e:
-            experiments.finish(exp, {}, status="failed")
-            raise gr.Error(str(e)) from e
         except Exception:
             experiments.finish(exp, {}, status="failed")
             raise
@@ -197,18 +188,15 @@ def wire(shell) -> None:
     def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who, request: gr.Request):
         from retrieval.bench.reproduce import figure, reproduce
         from retrieval.bench.reproduce import render as render_rep
-        try:
-            state.public.check_bench(int(limit or 1))
-            if with_llm:
-                state.public.check_bench(int(llm_limit or 1))
-            state.check_kb(kb_name, who)
-            state.throttle(who, request)
-            open_kb = state.kb(kb_name)
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+        state.public.check_bench(int(limit or 1))
+        if with_llm:
+            state.public.check_bench(int(llm_limit or 1))
+        state.check_kb(kb_name, who)
+        state.throttle(who, request)
+        open_kb = state.kb(kb_name)
         questions = open_kb.questions[: max(1, int(limit or 1))]
         if not questions:
-            raise gr.Error(f"KB {kb_name} has no questions with gold passages")
+            raise InputError(f"KB {kb_name} has no questions with gold passages")
         from retrieval.bench.reproduce import select_rows
         include = bool(with_llm) and open_kb.ctx.llm is not None
         rows = select_rows(paper, include)
@@ -220,9 +208,9 @@ def wire(shell) -> None:
             with state.llm_slot(request, [r.method for r in rows if include]):
                 rep = reproduce(open_kb.ctx, kb_name, questions, paper, progress=False, include_llm=include,
                                 llm_limit=max(1, int(llm_limit or 1)), sink=experiments.sink(exp))
-        except HopTraceError as e:
+        except Exception:
             experiments.finish(exp, {}, status="failed")
-            raise gr.Error(str(e)) from e
+            raise
         experiments.finish(exp, rep.to_json())
         note = "" if include else ("<p>The rows that need an LLM were left out"
                                    + ("" if open_kb.ctx.llm is not None else " (no LLM is configured)") + ".</p>")

@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from retrieval.core.errors import HopTraceError
+from retrieval.core.errors import HopTraceError, InputError
 from retrieval.core.paths import resolve_kb
 from retrieval.corpus.plain import load_plain_questions, plain_or_none
 from retrieval.kb.embed import default_precision
 from retrieval.kb.presets import ExtractionPlan, build_from_files
 from traces.storage.questionsets import QuestionSets, built_in
 
-from .. import render
-from ..public import LimitError, visitor_message
+from .. import messages
+from ..public import LimitError
 from . import qgen
 
 
@@ -35,7 +35,7 @@ def layout(shell) -> SimpleNamespace:
             up_name = gr.Textbox(label="KB name", value="my_corpus", elem_id="up-name")
             up_extractor = gr.Radio(["auto", "rules", "openie", "llm"], value="auto", label="Extractor",
                                     info="llm: GEAR triples, SAG events and GRASP propositions made by the "
-                                         "configured LLM (slow on CPU: ~30 s a passage)")
+                                         "configured LLM (slow on CPU: ~15 s a passage with the embedded model)")
             here = default_precision()
             up_precision = gr.Radio([(f"default ({here} here)", "default"), "fp32", "bf16", "int8"],
                                     value="default", label="Encoder",
@@ -96,9 +96,9 @@ def wire(shell) -> None:
         sets = ([built_in(kb_name, own)] if own else []) + QuestionSets(state.traces).list(
             kb_name, state.owner_filter(who))
         if not sets:
-            return f"KB **{render.esc(kb_name)}** has no questions yet: add a set above."
-        return f"Question sets of **{render.esc(kb_name)}**:\n\n" + "\n".join(
-            f"- {render.esc(s.describe())}" for s in sets)
+            return f"KB **{messages.md(kb_name)}** has no questions yet: add a set above."
+        return f"Question sets of **{messages.md(kb_name)}**:\n\n" + "\n".join(
+            f"- {messages.md(s.describe())}" for s in sets)
 
     kb.change(lambda k, who, cur: set_choices(k, who, cur), [kb, visitor, b_set], b_set)
     kb.change(sets_listing, [kb, visitor], qs_list)
@@ -107,66 +107,59 @@ def wire(shell) -> None:
 
     def add_questions(kb_name, file, set_name, who, request: gr.Request):
         if file is None:
-            raise gr.Error("upload a questions file first")
-        try:
-            state.check_kb(kb_name, who)
-            state.throttle(who, request)
-            questions = load_plain_questions(Path(file))
-            qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
-                                                owner=state.owner_id(who))
-        except HopTraceError as e:
-            if not state.public.show_paths:
-                raise gr.Error(visitor_message(str(e), {file: Path(file).name})) from e
-            raise gr.Error(str(e)) from e
-        return (f"Added to **{render.esc(kb_name)}**: {render.esc(qs.describe())}. Pick it in the Benchmark "
+            raise InputError("upload a questions file first")
+        state.check_kb(kb_name, who)
+        state.throttle(who, request)
+        questions = load_plain_questions(Path(file))
+        qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
+                                            owner=state.owner_id(who))
+        return (f"Added to **{messages.md(kb_name)}**: {messages.md(qs.describe())}. Pick it in the Benchmark "
                 "tab's *Question set*.", set_choices(kb_name, who, qs.name))
 
-    qs_btn.click(add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
+    # The log is emptied first: a refusal's error badge must not sit above the last success's message.
+    qs_btn.click(lambda: "", None, qs_log, queue=False, show_progress="hidden").then(
+        add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
         sets_listing, [kb, visitor], qs_list)
 
     def index(corpus, qfile, openie, name, extractor, precision, who, request: gr.Request,
               progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         if corpus is None:
-            raise gr.Error("upload a corpus file first")
+            raise InputError("upload a corpus file first")
         name = (name or "").strip()
         if not name.replace("_", "").replace("-", "").isalnum():
-            raise gr.Error("KB name: letters, digits, - and _ only")
-        try:
-            state.public.check_extractor(extractor)
-            if state.public.enabled and resolve_kb(name).exists():
-                # A visitor must not add passages to a KB others use (the demo included).
-                raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
-            state.throttle(who, request)
-            plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
-            # Questions without gold are read before the build (a bad file fails fast) and become a
-            # question set once it is done; a gold-format file goes into the KB as before.
-            plain = plain_or_none(Path(qfile)) if qfile else None
-            report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
-                                      else None, plan.openie, name=name, progress=False, plan=plan,
-                                      max_passages=state.public.passage_cap(),
-                                      listener=lambda st: progress(st.fraction, desc=st.line()),
-                                      # "default" asks for nothing: an append to an int8 KB then
-                                      # stays int8 instead of being refused.
-                                      precision=None if precision == "default" else precision)
-            added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
-                                                    Path(qfile).name, owner=state.owner_id(who))
-                     if plain else None)
-        except HopTraceError as e:
-            if not state.public.show_paths:  # name each file as the visitor named it
-                raise gr.Error(visitor_message(str(e), {f: Path(f).name for f in (corpus, qfile, openie) if f})) from e
-            raise gr.Error(str(e)) from e
+            raise InputError(f"KB name {name!r}: letters, digits, - and _ only")
+        state.public.check_extractor(extractor)
+        if state.public.enabled and resolve_kb(name).exists():
+            # A visitor must not add passages to a KB others use (the demo included).
+            raise LimitError(f"a KB named {name!r} exists already; on this public demo pick a new name")
+        state.throttle(who, request)
+        plan = ExtractionPlan(extractor, Path(openie) if openie else None, llm=state.llm_settings)
+        # Questions without gold are read before the build (a bad file fails fast) and become a
+        # question set once it is done; a gold-format file goes into the KB as before.
+        plain = plain_or_none(Path(qfile)) if qfile else None
+        report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
+                                  else None, plan.openie, name=name, progress=False, plan=plan,
+                                  max_passages=state.public.passage_cap(),
+                                  listener=lambda st: progress(st.fraction, desc=messages.progress_text(
+                                      st.line(), state.public.show_paths)),
+                                  # "default" asks for nothing: an append to an int8 KB then
+                                  # stays int8 instead of being refused.
+                                  precision=None if precision == "default" else precision)
+        added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
+                                                Path(qfile).name, owner=state.owner_id(who))
+                 if plain else None)
         state.forget(name)
         if state.public.enabled:
             state.kb_owners.claim(name, who or "")
         d = report.as_dict()
-        msg = (f"Built **{render.esc(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
+        msg = (f"Built **{messages.md(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
                f"{d['questions']} questions, {d['seconds']} s"
-               + (f", encoder {render.esc(report.encoder)}" if report.encoder else "")
+               + (f", encoder {messages.md(report.encoder)}" if report.encoder else "")
                + ". Pick it under *Knowledge base*.")
         if added is not None:
-            msg += f" Question set added: {render.esc(added.describe())}."
+            msg += f" Question set added: {messages.md(added.describe())}."
         for run in report.llm:
-            msg += (f"\n\n- LLM {render.esc(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens "
+            msg += (f"\n\n- LLM {messages.md(run['layer'])}: {run['passages']} passages, {run['tokens_in']:,} tokens "
                     f"in / "
                     f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
         return msg, gr.update(choices=state.kb_choices(who), value=name)

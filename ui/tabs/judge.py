@@ -9,7 +9,7 @@ from traces.judging import measured
 from traces.judging.service import ensure_pool, judge_experiment
 from traces.storage.experiments import Experiments
 
-from .. import evidence, render
+from .. import evidence, messages, render
 from ..judging import Cursor, JudgeDesk
 from ..public import LimitError
 
@@ -65,40 +65,38 @@ def build_tab(state, experiments: Experiments, visitor):
             c = Cursor(d.exp.id, d.first_unjudged())
         c.pos = max(0, min(c.pos, len(d.pool.pairs) - 1))
         return (f"**{d.progress()}** by you · {len(d.pool.pairs)} pooled pairs of "
-                f"{len(d.pool.by_question())} questions · methods {', '.join(d.pool.methods)}",
+                f"{len(d.pool.by_question())} questions · methods {messages.md(', '.join(d.pool.methods))}",
                 d.pair_html(c.pos, passages_of(d, c.pos)), last_html, c.to_state())
 
     def pool_and_judge(exp_id, depth, auto, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
-        try:
-            exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-            state.throttle(who, request)
-            depth = int(depth or 10)
-            open_kb = state.kb(exp.kb)
-            pool = ensure_pool(experiments, exp, depth)
-            judge = AUTO_JUDGES.get(auto)
-            msg = (f"Pooled **{len(pool.pairs)}** pairs: depth {depth} of {', '.join(pool.methods)} over "
-                   f"{len(pool.by_question())} questions.")
-            owner = state.owner_id(who)
-            if judge == "answer":
-                rep = judge_experiment(experiments, exp, open_kb.ctx.store, "answer", depth, owner=owner)
-                msg += " " + render.esc(" · ".join(rep.lines()[1:]))
-            elif judge == "llm":
-                if state.llm is None:
-                    raise LimitError("no LLM is configured for this app (--llm none)")
-                est = judge_experiment(experiments, exp, open_kb.ctx.store, "llm", depth, llm=state.llm, owner=owner,
-                                       estimate_only=True)
-                state.public.check_judge_pairs(est.pooled - est.already)
-                secs = est.estimate.seconds or 0.0
-                warn = measured.warning(state.llm)
-                with state.llm_slot(request, [], extra_s=secs):
-                    rep = judge_experiment(experiments, exp, open_kb.ctx.store, "llm", depth, llm=state.llm,
-                                           owner=owner,
-                                           progress=lambda i, n: progress(i / n, desc=f"LLM judge: {i}/{n} requests"))
-                msg += " " + render.esc(" · ".join(rep.lines()[1:]))
-                msg += f"<br><i>{render.esc(warn)}</i>" if warn else ""
-            return msg
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+        exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
+        state.throttle(who, request)
+        depth = int(depth or 10)
+        open_kb = state.kb(exp.kb)
+        pool = ensure_pool(experiments, exp, depth)
+        judge = AUTO_JUDGES.get(auto)
+        msg = (f"Pooled **{len(pool.pairs)}** pairs: depth {depth} of {messages.md(', '.join(pool.methods))} over "
+               f"{len(pool.by_question())} questions.")
+        owner = state.owner_id(who)
+        if judge == "answer":
+            rep = judge_experiment(experiments, exp, open_kb.ctx.store, "answer", depth, owner=owner)
+            msg += " " + messages.md(" · ".join(rep.lines()[1:]))
+        elif judge == "llm":
+            if state.llm is None:
+                raise LimitError("no LLM is configured for this app (--llm none)")
+            est = judge_experiment(experiments, exp, open_kb.ctx.store, "llm", depth, llm=state.llm, owner=owner,
+                                   estimate_only=True)
+            state.public.check_judge_pairs(est.pooled - est.already)
+            secs = est.estimate.seconds or 0.0
+            warn = measured.warning(state.llm)
+            with state.llm_slot(request, [], extra_s=secs):
+                rep = judge_experiment(experiments, exp, open_kb.ctx.store, "llm", depth, llm=state.llm,
+                                       owner=owner,
+                                       progress=lambda i, n: progress(i / n, desc=messages.progress_text(
+                                           f"LLM judge: {i}/{n} requests")))
+            msg += " " + messages.md(" · ".join(rep.lines()[1:]))
+            msg += f"<br><i>{messages.md(warn)}</i>" if warn else ""
+        return msg
 
     def step(exp_id, cur, who, delta: int):
         c = Cursor.from_state(cur)
@@ -107,15 +105,12 @@ def build_tab(state, experiments: Experiments, visitor):
 
     def grade(exp_id, cur, who, g: int):
         c = Cursor.from_state(cur)
-        try:
-            d = desk(exp_id, who)
-            if c.experiment_id != d.exp.id:
-                return show(exp_id, cur, who)
-            d.grade(c.pos, g)
-            last = d.reveal_html(c.pos, "Just graded")
-            c.last, c.pos = c.pos, d.first_unjudged(c.pos + 1 if c.pos + 1 < len(d.pool.pairs) else 0)
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+        d = desk(exp_id, who)
+        if c.experiment_id != d.exp.id:
+            return show(exp_id, cur, who)
+        d.grade(c.pos, g)
+        last = d.reveal_html(c.pos, "Just graded")
+        c.last, c.pos = c.pos, d.first_unjudged(c.pos + 1 if c.pos + 1 < len(d.pool.pairs) else 0)
         return show(exp_id, c.to_state(), who, last)
 
     outs = [j_progress, j_pair, j_last, cursor]

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from retrieval.core.errors import HopTraceError
+from retrieval.core.errors import HopTraceError, InputError
 from retrieval.core.paths import resolve_kb
 from traces.storage.generations import Generations, Row, generate_set
 
-from .. import render
+from .. import messages, render
 from ..public import LimitError
 
 NONE = "(no generated set yet)"
@@ -107,32 +107,29 @@ def wire(shell) -> None:
         return _view(open_kb, row), row.question, row.answer
 
     def run(kb_name, n, name, mode, checks, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio's progress tracker)
-        try:
-            n = int(n or 0)
-            state.public.check_generate(n)
-            state.check_kb(kb_name, who)
-            state.throttle(who, request)
-            llm_free = checks == "LLM-free" and mode == "template-only"
-            if state.llm is None and not llm_free:
-                raise LimitError("question generation needs an LLM, and none is configured for this app (--llm none); "
-                                 "Written by template-only with LLM-free checks needs none")
-            kept = [0]
+        n = int(n or 0)
+        state.public.check_generate(n)
+        state.check_kb(kb_name, who)
+        state.throttle(who, request)
+        llm_free = checks == "LLM-free" and mode == "template-only"
+        if state.llm is None and not llm_free:
+            raise LimitError("question generation needs an LLM, and none is configured for this app (--llm none); "
+                             "Written by template-only with LLM-free checks needs none")
+        kept = [0]
 
-            def tick(gq):
-                kept[0] += gq.kept
-                progress(min(kept[0] / max(n, 1), 1.0), desc=f"{kept[0]}/{n} kept")
+        def tick(gq):
+            kept[0] += gq.kept
+            progress(min(kept[0] / max(n, 1), 1.0), desc=messages.progress_text(f"{kept[0]}/{n} kept"))
 
-            # ~20 s of LLM work a kept question on the embedded model: what the queue admits against.
-            with state.llm_slot(request, [], extra_s=0.0 if llm_free else 20.0 * n):
-                rep = generate_set(state.traces, kb_name, resolve_kb(kb_name), name, n,
-                                   None if llm_free else state.llm, mode, owner=state.owner_id(who), on_result=tick,
-                                   local_model=not llm_free and state.llm_settings.backend == "local",
-                                   llm_checks=checks != "LLM-free")
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
-        msg = "<br>".join(render.esc(line) for line in rep.lines())
+        # ~20 s of LLM work a kept question on the embedded model: what the queue admits against.
+        with state.llm_slot(request, [], extra_s=0.0 if llm_free else 20.0 * n):
+            rep = generate_set(state.traces, kb_name, resolve_kb(kb_name), name, n,
+                               None if llm_free else state.llm, mode, owner=state.owner_id(who), on_result=tick,
+                               local_model=not llm_free and state.llm_settings.backend == "local",
+                               llm_checks=checks != "LLM-free")
+        msg = "<br>".join(messages.md(line) for line in rep.lines())
         if rep.qset is not None and rep.qset.meta.get("note"):
-            msg += f"<br><i>{render.esc(rep.qset.meta['note'])}</i>"
+            msg += f"<br><i>{messages.md(rep.qset.meta['note'])}</i>"
         return msg, sets_of(kb_name, who, rep.name), shell.set_choices(kb_name, who, rep.name)
 
     g.go.click(run, [kb, g.n, g.name, g.mode, g.checks, visitor], [g.log, g.pick_set, b_set],
@@ -144,15 +141,12 @@ def wire(shell) -> None:
 
     def act(action):
         def handler(kb_name, set_name, qid, question, answer, who):
-            try:
-                if not qid:
-                    raise LimitError("pick a question first")
-                row = Generations(state.traces).review(kb_name, set_name, state.owner_id(who), qid, action,
-                                                       question, answer)
-            except HopTraceError as e:
-                raise gr.Error(str(e)) from e
+            if not qid:
+                raise InputError("pick a question first")
+            row = Generations(state.traces).review(kb_name, set_name, state.owner_id(who), qid, action,
+                                                   question, answer)
             done = {"keep": "kept", "edit": "saved", "drop": "dropped"}[action]
-            return (f"{render.esc(row.qid)} {done}.", questions_of(kb_name, set_name, who, qid),
+            return (f"{messages.md(row.qid)} {done}.", questions_of(kb_name, set_name, who, qid),
                     shell.set_choices(kb_name, who, set_name))
         return handler
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from retrieval.core.errors import HopTraceError
+from retrieval.core.errors import HopTraceError, InputError
 
 from .. import render
 from .shared import _stored_grid
@@ -94,11 +94,8 @@ def wire(shell) -> None:
         if len(ids) == 1 and state.traces.session(ids[0]):
             ids = state.traces.session_runs(ids[0])
         if not ids:
-            raise gr.Error("enter run ids or a session id")
-        try:
-            data = state.traces.export(ids, owner=state.owner_filter(who))
-        except HopTraceError as e:
-            raise gr.Error(str(e)) from e
+            raise InputError("enter run ids or a session id")
+        data = state.traces.export(ids, owner=state.owner_filter(who))
         path = Path(tempfile.mkdtemp(prefix="hoptrace-export-")) / "traces.json"
         path.write_text(data)
         return str(path)

@@ -27,8 +27,10 @@ def write_csv(res: BenchResult, path: Path) -> None:
 def table(res: BenchResult, columns: list[str] | None = None) -> str:
     ks = sorted({int(c.split("@")[1]) for r in res.methods.values() for c in r if c.startswith("recall@")})
     hits = [f"anyhit@{k}" for k in (2, 5) if k in ks]
-    cols = columns or ([f"recall@{k}" for k in ks] + hits + ["allhit@5", "latency_ms_p50", "latency_ms_p95",
-                                                      "tokens_per_question"]
+    # Without gold (a question set) there is no hit rate: no empty column for it.
+    allhit = ["allhit@5"] if any("allhit@5" in r for r in res.methods.values()) else []
+    cols = columns or ([f"recall@{k}" for k in ks] + hits + allhit + ["latency_ms_p50", "latency_ms_p95",
+                                                                      "tokens_per_question"]
                        + [c for c in ("retrieval_ms_p50", "retrieval_ms_p95", "answer_ms_p50", "em", "f1", "C_w",
                                       "plan_hop_accuracy")
                           if any(c in r for r in res.methods.values())])

@@ -9,7 +9,7 @@ the LLM are loaded when a HopTrace is made.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from .core.paths import resolve_kb
 from .core.records import Question
@@ -22,9 +22,20 @@ from .trace.model import RunResult
 
 class HopTrace:
     def __init__(self, kb: str = "demo", llm: Optional[str] = None, llm_model: Optional[str] = None,
-                 profile: Optional[str] = None):
+                 profile: Optional[str] = None, plugins: Sequence[str] = (), method_urls: Sequence[str] = ()):
         """`kb`: a KB name, a .sqlite path or an es+http:// spec; `llm` as the CLI's --llm
-        (default: the embedded model, started on the first call that needs it; "none" for none)."""
+        (default: the embedded model, started on the first call that needs it; "none" for none).
+        `plugins`: your own methods (.py files or modules), `method_urls`: "NAME=URL" endpoints, as
+        --plugin / --method-url; HOPTRACE_PLUGINS and installed entry points load too. A plugin
+        that fails is named in a warning and `self.plugin_problems`."""
+        import warnings
+
+        from .methods.plugins import load_all, problems
+
+        load_all(plugins, method_urls)
+        self.plugin_problems = [p.line() for p in problems()]
+        for line in self.plugin_problems:
+            warnings.warn(line, stacklevel=2)
         store = open_store(kb if kb.startswith("es+") else str(resolve_kb(kb)))
         self.ctx = Context(store, get_embedder(store.info().embed_model), get_llm(LLMSettings.parse(llm, llm_model)),
                            profile=profile)

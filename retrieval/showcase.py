@@ -60,6 +60,15 @@ def fingerprint(method: str) -> str:
 def _method_files(cls) -> list[Path]:
     """The method's own package under methods/ (or its module), and the shared method core."""
     methods_dir = Path(inspect.getfile(importlib.import_module("retrieval.methods"))).parent
+    fn = getattr(cls, "fn", None)
+    if fn is not None or not cls.__module__.startswith("retrieval.methods."):
+        # A user's method (methods/plugins/): its own file; an endpoint's code is not ours to read.
+        try:
+            return [Path(inspect.getfile(fn if fn is not None else cls))]
+        except (TypeError, OSError):
+            return []
+    if cls.__module__.startswith("retrieval.methods.plugins"):
+        return []
     top = cls.__module__.split(".")[2]  # retrieval.methods.<top>[.…]
     own = methods_dir / top
     files = sorted(own.glob("*.py")) if own.is_dir() else [methods_dir / f"{top}.py"]

@@ -81,7 +81,8 @@ def _asks(url: str, n: int, forwarded) -> tuple[int, list[str]]:
 
     from ui.picker import GROUPS
 
-    pickers = [["bm25"]] + [[]] * (sum(1 + bool(g.ablations) for g in GROUPS) - 1)
+    # one picker a paper group, one for its ablations, and the "Yours" group (ui/tabs/ask.py)
+    pickers = [["bm25"]] + [[]] * sum(1 + bool(g.ablations) for g in GROUPS)
     answered, refused = 0, []
     for i in range(n):
         client = Client(url, verbose=False, headers={"X-Forwarded-For": forwarded(i)})

@@ -9,6 +9,7 @@ runs methods through ui/ask.py; stores every run with traces/storage/store.py. `
 from __future__ import annotations
 
 import os
+import sys
 import time
 from types import SimpleNamespace
 
@@ -18,6 +19,7 @@ from retrieval.core.errors import HopTraceError
 from retrieval.encoders import onnx as onnx_encoder
 from retrieval.kb.presets import ensure_demo
 from retrieval.methods import METHODS, method_names
+from retrieval.methods.plugins import load_all, problems
 from traces.storage.experiments import Experiments
 
 from . import evidence, messages, render
@@ -116,6 +118,11 @@ def _export_line(state: AppState, status: str) -> str:
 def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None,
          public: bool | None = None, otlp: str | None = None) -> None:
     t0 = time.time()
+    # The operator's own methods (HOPTRACE_PLUGINS, HOPTRACE_METHOD_URLS, entry points); one that
+    # fails is named here and in the Ask tab's "Yours" group, and everything else runs.
+    load_all()
+    for p in problems():
+        print(f"hoptrace: warning: {p.line()}", file=sys.stderr, flush=True)
     onnx_encoder.serving_mode()
     ensure_demo()
     state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public), otlp=otlp)

@@ -13,6 +13,7 @@ from retrieval.core.errors import HopTraceError
 from retrieval.core.validate import check_question
 from retrieval.encoders.embedder import SharedQueries
 from retrieval.methods import make_method, uses_llm
+from retrieval.methods.plugins import user_methods
 from retrieval.trace.model import RunResult, Stage, count_reused
 
 from .state import AppState
@@ -35,6 +36,10 @@ MAX_UPDATE_GAP_S = 2.0
 # the rest is the encoder after an idle spell (README, "A column's latency"). A lane queued behind other
 # requests holds updates back at most this long.
 MAX_FAST_HOLD_S = 0.5
+# A user's own method (methods/plugins/) runs in a thread of its own, never on a CPU lane, and
+# its column is cut off past this many seconds: a slow plugin must not hold the page. Python
+# cannot stop the thread, so its late result is dropped, not stored twice.
+PLUGIN_LIMIT_S = float(os.environ.get("HOPTRACE_PLUGIN_TIMEOUT_S", "60"))
 _in_flight = [0]
 _in_flight_lock = threading.Lock()
 
@@ -92,6 +97,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     sid = state.traces.new_session(kb, question, owner=owner)
     prog = Progress(sid, list(methods), gold, {m: [] for m in methods})
     events: "queue.Queue[tuple[str, object]]" = queue.Queue()
+    cut: set[str] = set()   # user methods cut off at PLUGIN_LIMIT_S
 
     def work(name: str) -> None:
         try:
@@ -105,6 +111,8 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down
             run = RunResult(name, question, status="error", error=f"{type(e).__name__}: {e}")
+        if name in cut:
+            return   # its column already says it was cut off, and that run is stored
         try:
             rid = state.traces.save_run(sid, kb, run, gold, k)
         except Exception as e:
@@ -117,7 +125,9 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     # 3-8x their `bench` latency (dense 145 ms vs 18 ms). LLM methods get a thread each, as
     # they mostly wait for the model server. The latency a column shows is measured inside
     # the run, so the wait for a lane is not charged to the method.
-    fast = [m for m in methods if not uses_llm(m)]
+    yours = set(user_methods())
+    fast = [m for m in methods if not uses_llm(m) and m not in yours]
+    cutoff = {m: time.time() + PLUGIN_LIMIT_S for m in methods if m in yours}
     if fast:
         CPU_LANES.submit(lambda: [work(n) for n in fast])
     for m in methods:
@@ -137,6 +147,17 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             return bool(fast_left) and time.time() < hold_until
 
         while remaining:
+            for m in [m for m in remaining if m in cutoff and time.time() > cutoff[m]]:
+                cut.add(m)
+                run = RunResult(m, question, status="error", error=f"cut off after {PLUGIN_LIMIT_S:g} s: this app "
+                                f"stops waiting for a method of yours past that (HOPTRACE_PLUGIN_TIMEOUT_S)",
+                                stages=list(prog.stages[m]))
+                prog.runs[m], prog.run_ids[m] = run, state.traces.save_run(sid, kb, run, gold, k)
+                prog.live.pop(m, None)
+                remaining.discard(m)
+                pending = True
+            if not remaining:
+                break
             if not pending:
                 wait = 1.0
             elif holding():
@@ -167,6 +188,8 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
                     break
             fast_were_running = bool(fast_left)
             for name, item in batch:
+                if name in cut:
+                    continue
                 if isinstance(item, _Live):
                     prog.live[name] = item.stage
                 elif isinstance(item, Stage):

@@ -11,9 +11,10 @@ import sys
 from typing import Optional
 
 from ..core.errors import HopTraceError
-from . import ask, bench, build, evidence, experiments, kb, perf, reproduce, serve, showcase
+from . import ask, bench, build, evidence, experiments, kb, perf, plugins, reproduce, serve, showcase
+from .common import load_plugins
 
-GROUPS = (build, ask, bench, experiments, evidence, reproduce, showcase, kb, perf, serve)
+GROUPS = (build, ask, bench, experiments, evidence, plugins, reproduce, showcase, kb, perf, serve)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     commands = {name: cmd for group in GROUPS for name, cmd in group.COMMANDS.items()}
     try:
+        load_plugins(args)
         return commands[args.command](args)
     except HopTraceError as e:
         print(f"hoptrace: error: {e}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 
-from .common import _context, _llm_args, _settings
+from .common import _context, _llm_args, _settings, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -12,6 +12,7 @@ def add_parsers(sub) -> None:
     a.add_argument("question")
     a.add_argument("--kb", default="demo")
     a.add_argument("--method", default="bm25")
+    plugin_args(a)
     a.add_argument("--k", type=int, default=10)
     a.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a method setting")
     a.add_argument("--json", action="store_true", help="print the whole trace as JSON")

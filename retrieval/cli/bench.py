@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from .common import _context, _llm_args, _trace_store
+from .common import _context, _llm_args, _trace_store, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -16,6 +16,7 @@ def add_parsers(sub) -> None:
     # again from one left out (traces/storage/experiments.py check_resume).
     be.add_argument("--kb", default=None, help="KB name or path (default demo)")
     be.add_argument("--methods", default=None, help="comma-separated method names (required unless --resume)")
+    plugin_args(be)
     be.add_argument("--questions", type=Path, help="questions file (default: the KB's own questions)")
     be.add_argument("--question-set", default=None, metavar="NAME",
                     help="a question set added with `hoptrace questions add` (with or without gold)")

@@ -15,6 +15,27 @@ def _draft_arg(p: argparse.ArgumentParser) -> None:
                         "extracting (prompt-lookup drafts, 0 = off; default 3, env HOPTRACE_DRAFT_TOKENS)")
 
 
+def plugin_args(p: argparse.ArgumentParser) -> None:
+    """Every command that takes method names also takes the user's own (methods/plugins/)."""
+    p.add_argument("--plugin", action="append", default=[], metavar="PATH_OR_MODULE",
+                   help="your own method: a .py file defining retrieve(question, k, kb) or a Method "
+                        "subclass, or an importable module (repeatable; HOPTRACE_PLUGINS too)")
+    p.add_argument("--method-url", action="append", default=[], metavar="NAME=URL",
+                   help="a method behind an HTTP endpoint: POST {question, k} → JSON hits (repeatable; "
+                        "HOPTRACE_METHOD_URLS too)")
+
+
+def load_plugins(args) -> None:
+    """Entry points, the environment's and the command line's plugins; each failure one line."""
+    import sys
+
+    from ..methods.plugins import load_all, problems
+
+    load_all(getattr(args, "plugin", None) or [], getattr(args, "method_url", None) or [])
+    for p in problems():
+        print(f"hoptrace: warning: {p.line()}", file=sys.stderr)
+
+
 def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", default=None,
                    help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "

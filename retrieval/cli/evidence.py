@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError, KBError
 from . import qgen
-from .common import _context, _llm_args, _trace_store
+from .common import _context, _llm_args, _trace_store, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -33,6 +33,7 @@ def add_parsers(sub) -> None:
                         "(LLM-free). Default: answer (no LLM judge on the embedded model agreed with gold well "
                         "enough; docs/judging.md)")
     j.add_argument("--methods", default=None, help="pool only these of the experiment's methods (comma-separated)")
+    plugin_args(j)
     j.add_argument("--strategy", choices=["listwise", "pointwise"], default="listwise",
                    help="LLM judge: listwise (a question's pooled passages in one request; default) or pointwise")
     j.add_argument("--estimate", action="store_true", help="print requests, tokens and minutes; judge nothing")

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import ConfigError, InputError
-from .common import _trace_store
+from .common import _trace_store, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -35,6 +35,7 @@ def add_parsers(sub) -> None:
                          "person,llm,answer)")
     cp.add_argument("--rel", type=int, default=2, help="judged metrics: the grade counted relevant (default 2)")
     cp.add_argument("--methods", default=None, help="comma-separated subset of the experiment's methods")
+    plugin_args(cp)
     cp.add_argument("--against", default=None, metavar="NEW",
                     help="another experiment on the same questions (a rebuilt KB, another version): each method's "
                          "change new − old, with its interval and paired test; EXPERIMENT is the old one")

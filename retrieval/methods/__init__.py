@@ -7,9 +7,20 @@ from .context import Context
 from .gear import Gear, NaiveGE, SyncGE
 from .grasp import Grasp, GraspSinglePass
 from .griever import Griever
-from .registry import METHODS, VARIANTS, make_method, method_names, register, root_method, uses_llm
+from .registry import (
+    METHODS,
+    ORIGINS,
+    VARIANTS,
+    make_method,
+    method_names,
+    origin,
+    register,
+    root_method,
+    uses_llm,
+)
 from .sag import Sag
 
 register(BM25, Dense, RRFHybrid, Composed, Griever, NaiveGE, SyncGE, Gear, Sag, Grasp, GraspSinglePass)
 
-__all__ = ["METHODS", "VARIANTS", "Context", "Method", "make_method", "method_names", "root_method", "uses_llm"]
+__all__ = ["METHODS", "ORIGINS", "VARIANTS", "Context", "Method", "make_method", "method_names", "origin",
+           "root_method", "uses_llm"]

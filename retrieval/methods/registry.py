@@ -11,10 +11,30 @@ from .context import Context
 # Filled once by the package (methods/__init__.py register), in the order the CLI and the app list
 # them. The registry imports no method: GEAR looks others up here to use them as its base.
 METHODS: dict[str, type[Method]] = {}
+# Where a method came from, for `hoptrace methods` and the app's "Yours" group: built-in methods
+# have none; a plugin names its file, module, entry point or endpoint (methods/plugins/).
+ORIGINS: dict[str, str] = {}
 
 
 def register(*classes: type[Method]) -> None:
     METHODS.update({m.name: m for m in classes})
+
+
+def register_plugin(cls: type[Method], origin: str) -> None:
+    """A user's method beside the built-in ones. A name HopTrace already uses is refused, so a
+    plugin can never silently replace a paper's method in a comparison."""
+    taken = ORIGINS.get(cls.name, "built-in" if cls.name in METHODS or cls.name in VARIANTS else None)
+    if taken is not None and taken != origin:
+        raise ConfigError(f"method name {cls.name!r} is taken ({taken}); set NAME in the plugin to another name")
+    METHODS[cls.name] = cls
+    ORIGINS[cls.name] = origin
+
+
+def origin(name: str) -> str:
+    """'built-in', 'variant of griever', or the plugin's origin."""
+    if name in ORIGINS:
+        return ORIGINS[name]
+    return f"variant of {VARIANTS[name][0]}" if name in VARIANTS else "built-in"
 
 # Ablations as names, so `bench --methods` can compare them side by side (GRIEVER Table 3).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -315,6 +315,12 @@ class Tracer:
             if self.on_stage:
                 self.on_stage(st)
 
+    def add(self, st: Stage) -> None:
+        """A stage measured elsewhere (a remote retriever's own report), kept as it came."""
+        self.stages.append(st)
+        if self.on_stage:
+            self.on_stage(st)
+
 
 class NestedTracer(Tracer):
     """A method run inside another method's pipeline (GEAR over GRIEVER, GRIEVER Table 4): its

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -799,3 +800,80 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
     summary = page.locator("#exp-summary").inner_text()
     assert "bm25" in summary and "dense" in summary
     page.screenshot(path=str(shots / "generate-bench.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def yours_url(app_url, tmp_path_factory):
+    """Public mode with the operator's own methods: one that works, one that sleeps past the cut-off,
+    and one that fails to load."""
+    import ui.ask
+    from retrieval.methods.plugins import load_plugin
+    from ui.app import build, serve
+    from ui.public import PublicLimits
+    from ui.state import AppState
+
+    folder = tmp_path_factory.mktemp("plugins")
+    (folder / "mine.py").write_text('"""Dense, then BM25 for what dense missed."""\n\n'
+                                    "def retrieve(question, k, kb):\n"
+                                    "    hits = dict(kb.dense(question, k))\n"
+                                    "    hits.update({p: s for p, s in kb.bm25(question, k) if p not in hits})\n"
+                                    "    return [{'id': p, 'score': s} for p, s in list(hits.items())[:k]]\n")
+    (folder / "sleepy.py").write_text("import time\n\ndef retrieve(question, k, kb):\n    time.sleep(6)\n"
+                                      "    return kb.bm25(question, k)\n")
+    (folder / "broken.py").write_text("import no_such_library_here\n")
+    for name in ("mine.py", "sleepy.py", "broken.py"):
+        load_plugin(str(folder / name))
+    limit = ui.ask.PLUGIN_LIMIT_S
+    ui.ask.PLUGIN_LIMIT_S = 2.0
+    state = AppState(trace_path=tmp_path_factory.mktemp("yours") / "traces.sqlite",
+                     public=PublicLimits.from_env(public=True))
+    app = build(state)
+    port = free_port()
+    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+    ui.ask.PLUGIN_LIMIT_S = limit
+
+
+def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any(yours_url, shots):
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    from ui.picker import GROUPS
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.goto(yours_url, wait_until="domcontentloaded")
+        page.wait_for_selector("#run", timeout=60_000)
+        yours = page.locator("#methods-yours")
+        text = yours.inner_text()
+        assert "Yours" in text and "mine: file mine.py" in text and "sleepy: file sleepy.py" in text
+        assert "not loaded: broken.py: ModuleNotFoundError: No module named 'no_such_library_here'" in text
+        assert "/tmp" not in text                                     # public mode: no server path
+        _set_question(page, Q)
+        _set_methods(page, {"mine", "griever", "sleepy"})
+        page.click("#run")
+        for m in ("mine", "griever"):
+            page.wait_for_selector(f"#columns .ht-col[data-method='{m}'] table.ht-ranking", timeout=60_000)
+        mine = page.locator("#columns .ht-col[data-method='mine']")
+        names = mine.locator(".ht-stage summary .ht-meta").all_inner_texts()
+        assert [n.split()[0] for n in names] == ["call", "map", "ranking"], names
+        page.wait_for_function("document.querySelector(\"#columns .ht-col[data-method='sleepy']\").innerText"
+                               ".includes('cut off after 2 s')", timeout=30_000)
+        page.screenshot(path=str(shots / "yours-beside-griever.png"), full_page=True)
+        browser.close()
+    # A visitor cannot name code or an address: a method name that is a URL is refused, and
+    # nothing is sent to it.
+    listener = _Listener()
+    try:
+        pickers = [[]] * sum(1 + bool(g.ablations) for g in GROUPS) + [[f"{listener.url}/search"]]
+        client = Client(yours_url, verbose=False)
+        with pytest.raises(Exception) as err:
+            client.predict("demo", Q, 5, 2, False, "visitor-x", *pickers, api_name="/ask")
+        # Gradio refuses a value the picker does not offer; only the operator's methods are offered.
+        assert "is not in the list of choices: ['mine', 'sleepy']" in str(err.value)
+        time.sleep(1)
+    finally:
+        listener.close()
+    assert listener.hits == []

@@ -168,6 +168,12 @@ class Experiments:
         self.traces.announce(rid, exp.session_id, exp.kb, run, gold)
         return rid
 
+    def add_method(self, exp: Experiment, label: str, spec: dict) -> None:
+        """A method joins the experiment after it ran (runs imported from a file)."""
+        exp.spec.setdefault("methods", {})[label] = spec
+        with self.traces.transaction() as con:
+            con.execute("UPDATE experiments SET spec = ? WHERE id = ?", [json.dumps(exp.spec, default=str), exp.id])
+
     def sink(self, exp: Experiment):
         """A run_bench sink that records every run of `exp`; the time it takes adds up in
         `exp.store_seconds` (what keeping the traces cost the benchmark)."""

@@ -9,8 +9,10 @@ import gradio as gr
 
 from retrieval import showcase as showcase_mod
 from retrieval.core.errors import HopTraceError
+from retrieval.methods import origin
+from retrieval.methods.plugins import problems, user_methods
 
-from .. import render
+from .. import messages, render
 from ..ask import run_side_by_side
 from ..picker import GROUPS, group_info
 from .shared import (
@@ -47,7 +49,7 @@ def _load_showcase(kb: str):
 
 
 
-def _method_pickers(llm: str) -> list:
+def _method_pickers(llm: str, show_paths: bool = True) -> list:
     """One checkbox group per paper, its ablations folded beneath it; each group's info line gives
     the paper tables and the expected time of each method (ui/picker.py). Wrapped in #methods so
     every method's checkbox is found under one selector."""
@@ -61,7 +63,22 @@ def _method_pickers(llm: str) -> list:
                 with gr.Accordion(f"{g.title} ablations", open=False, elem_classes=["ht-ablations"]):
                     out.append(gr.CheckboxGroup(list(g.ablations), value=[], show_label=False,
                                                 info=group_info(g.ablations, llm), elem_classes=["ht-picker"]))
+        out.append(_yours_picker(show_paths))
     return out
+
+
+def _yours_picker(show_paths: bool):
+    """The operator's own methods (HOPTRACE_PLUGINS, HOPTRACE_METHOD_URLS, installed entry points),
+    each with where it came from, and the plugins that failed to load with their reason. Always
+    built, hidden when empty, so the page has the same components whatever is installed. A visitor
+    cannot add to it: nothing on the page loads code or takes a URL."""
+    mine = user_methods()
+    info = " · ".join(f"{n}: {origin(n)}" for n in mine)
+    failed = [messages.plain(f"{p.plugin}: {p.reason}", show_paths) for p in problems()]
+    if failed:
+        info += (" · " if info else "") + "not loaded: " + "; ".join(failed)
+    return gr.CheckboxGroup(mine, value=[], label="Yours · your own retrievers", info=info or None,
+                            elem_classes=["ht-picker"], elem_id="methods-yours", visible=bool(mine or failed))
 
 
 
@@ -86,7 +103,8 @@ def layout(shell) -> SimpleNamespace:
         question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
         example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
         with gr.Row():
-            pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none")
+            pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none",
+                                      state.public.show_paths)
             k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
             iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
             with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")

@@ -51,7 +51,7 @@ def test_a_function_in_a_file_is_a_method_its_hits_mapped_by_id_title_and_text(t
     m = next(s for s in run.stages if s.name == "map").payload
     assert m["mapped_by"] == {"id": 1, "title": 1, "text": 1} and m["not_in_kb"] == 2
     assert "2 of 6 hits are not in this KB" in m["problems"]
-    assert "1 hits repeat a passage ranked higher (kept once)" in m["problems"]
+    assert "1 hit repeats a passage ranked higher (kept once)" in m["problems"]
     assert [h["hit"] for h in m["not_in_kb_first"]] == [{"title": "Nowhere at all"}, {"id": "chunk-not-here"}]
     # more than k: told, and the first k count
     two = make_method("t_func", ctx).run(Q, k=2)

@@ -32,7 +32,9 @@ class Mapped:
         if self.unmapped:
             out.append(f"{len(self.unmapped)} of {self.returned} hits are not in this KB")
         if self.duplicates:
-            out.append(f"{len(self.duplicates)} hits repeat a passage ranked higher (kept once)")
+            n = len(self.duplicates)
+            out.append(f"{n} hit{'s' if n != 1 else ''} repeat{'' if n != 1 else 's'} a passage ranked higher "
+                       "(kept once)")
         if self.beyond_k:
             out.append(f"{self.returned} hits returned for k = {k}; the first {k} count")
         return out
@@ -72,12 +74,14 @@ def map_hits(hits: Any, kb: KBView, k: int) -> Mapped:
     known = kb.existing([keys["id"] for keys, _ in parsed if "id" in keys])
     for rank, (keys, score) in enumerate(parsed, 1):
         pid, how = None, None
+        by_title = kb.ids_by_title(keys["title"]) if "title" in keys else []
+        by_text = kb.id_by_text(keys["text"]) if "text" in keys else None
         if "id" in keys and keys["id"] in known:
             pid, how = keys["id"], "id"
-        elif "title" in keys and kb.ids_by_title(keys["title"]):
-            pid, how = kb.ids_by_title(keys["title"])[0], "title"
-        elif "text" in keys and kb.id_by_text(keys["text"]):
-            pid, how = kb.id_by_text(keys["text"]), "text"
+        elif by_title and (len(by_title) == 1 or by_text not in by_title):
+            pid, how = by_title[0], "title"
+        elif by_text:   # also where several passages share the title: the text says which
+            pid, how = by_text, "text"
         if pid is None:
             out.unmapped.append({"rank": rank, "hit": {k: v[:200] for k, v in keys.items()},
                                  "why": "no passage with this " + "/".join(keys)})

@@ -346,3 +346,107 @@ def test_the_answer_rule_judging_again_counts_what_it_judged_before_as_before(ct
     assert deeper.already == graded_first
     assert deeper.judged + deeper.already + deeper.skipped == deeper.pooled
     assert f"judged before: {graded_first}" in deeper.lines()[-2 if deeper.grades else -1]
+
+
+# --- the Judge queue and settled verdicts (traces/judging/queue.py) ------------------------------------
+def _pool(pairs: list[tuple[str, str, dict]], methods=("a", "b", "c"), depth=10):
+    from traces.judging.pool import Pool, PooledPair
+
+    return Pool("e", depth, list(methods), [PooledPair(q, p, min(r.values()) if r else 99, r) for q, p, r in pairs])
+
+
+def test_queue_weights_a_passage_in_every_top_k_at_zero_and_one_only_a_single_method_ranks_first_highest():
+    from traces.judging.queue import weigh
+
+    pool = _pool([("q1", "everywhere", {"a": 1, "b": 2, "c": 3}),
+                  ("q1", "first_by_a", {"a": 1}),
+                  ("q1", "fifth_by_a", {"a": 5}),
+                  ("q1", "deep", {"a": 9, "b": 8}),          # below k = 5 for all: moves nothing
+                  ("q1", "two_of_three", {"a": 2, "b": 2})])
+    for metric in ("ndcg@5", "p@5"):
+        w = {it.pair.passage_id: it.weight for it in weigh(pool, {}, set(), metric)}
+        assert w["deep"] == 0
+        assert w["first_by_a"] >= max(v for p, v in w.items() if p != "first_by_a")
+    # In every top 5: P@5 cannot tell the methods apart by it; nDCG only by its rank within them.
+    assert {it.pair.passage_id: it.weight for it in weigh(pool, {}, set(), "p@5")}["everywhere"] == 0
+    nd = {it.pair.passage_id: it.weight for it in weigh(pool, {}, set(), "ndcg@5")}
+    assert nd["first_by_a"] > nd["fifth_by_a"] > 0                 # rank matters to nDCG
+    # the prior: the answer rule's 0 leaves more doubt than its 2; a person's grade leaves none
+    w = weigh(pool, {"q1": {"first_by_a": 2, "fifth_by_a": 0}}, {("q1", "two_of_three")}, "ndcg@5")
+    assert "two_of_three" not in {it.pair.passage_id for it in w}
+    assert "the automatic judge gave 2" in next(it.why for it in w if it.pair.passage_id == "first_by_a")
+    # settled method pairs stop adding weight
+    assert {it.pair.passage_id: it.weight for it in weigh(pool, {}, set(), "p@5",
+                                                          settled={("a", "b"), ("a", "c")})}["first_by_a"] == 0
+
+
+def test_bounds_say_a_verdict_is_settled_or_still_open():
+    from traces.judging.queue import bounds
+
+    qs = [f"q{i}" for i in range(12)]
+    # a ranks its own relevant passage first on every question; b ranks it nowhere.
+    pairs = [(q, f"{q}-x", {"a": 1}) for q in qs] + [(q, f"{q}-y", {"b": 1}) for q in qs[:2]]
+    pool = _pool(pairs, methods=("a", "b"))
+    grades = {q: {f"{q}-x": 3} for q in qs}
+    person = {(q, f"{q}-x") for q in qs}                           # a person graded a's passages
+    b = bounds(pool, grades, person, "p@5")[0]
+    assert b.now == "a" and b.settled and b.open == 2 and b.best == b.worst == "a"
+    assert b.line() == "a vs b: settled, a better — no remaining grade can change it"
+    # the same verdict on automatic grades alone is open: a's passages could all be irrelevant
+    b = bounds(pool, grades, set(), "p@5")[0]
+    assert b.now == "a" and not b.settled and b.open == 14
+    assert b.line().startswith("a vs b: open — 14 grades could still change it (now: a better")
+    with pytest.raises(InputError, match="cannot bound a verdict by 'ndcg@5'"):
+        bounds(pool, grades, person, "ndcg@5")
+    with pytest.raises(InputError, match="pool at depth ≥ 20"):
+        bounds(pool, grades, person, "p@20")
+
+
+def test_a_simulated_person_reaches_golds_verdicts_on_a_real_small_case(ctx, tmp_path):
+    from traces.judging.simulate import simulate
+
+    traces = TraceStore(tmp_path / "t.sqlite")
+    exps = Experiments(traces)
+    questions = ctx.store.questions()
+    methods = ["bm25", "dense", "griever"]
+    spec = {"methods": {m: {} for m in methods}, "ks": [5, 10], "questions": [question_record(q) for q in questions]}
+    exp = exps.start("bench", "small", kb_fingerprint(ctx.store), "none", spec)
+    run_bench(ctx, "small", questions, methods, ks=(5, 10), progress=False, sink=exps.sink(exp))
+    sim = simulate(exps, exp, ctx.store, "p@5", 10, step=5)
+    assert [c.order for c in sim.curves] == ["queue", "pool", "random"] and sim.pairs == 3
+    for c in sim.curves:
+        assert c.points[-1] == (sim.pool_size, 3)                   # the whole pool graded: gold's verdicts
+        assert c.needed is not None and c.needed <= sim.pool_size
+    assert "grades needed" in "\n".join(sim.lines())
+    assert not traces.db.execute("SELECT count(*) FROM experiments WHERE id != ?", [exp.id]).fetchone()[0]
+    with pytest.raises(InputError, match="--order 'best'"):
+        simulate(exps, exp, ctx.store, orders=["best"])
+
+
+def test_the_queue_refuses_an_unpooled_experiment_a_metric_it_cannot_use_and_grades_outside_the_pool(ctx, tmp_path,
+                                                                                                     monkeypatch):
+    from retrieval.cli import main
+    from traces.judging.queue import state
+
+    monkeypatch.setenv("HOPTRACE_TRACES", str(tmp_path / "t.sqlite"))
+    traces = TraceStore(tmp_path / "t.sqlite")
+    exps = Experiments(traces)
+    questions = ctx.store.questions()
+    spec = {"methods": {"bm25": {}, "dense": {}}, "ks": [5], "questions": [question_record(q) for q in questions]}
+    exp = exps.start("bench", "small", kb_fingerprint(ctx.store), "none", spec)
+    run_bench(ctx, "small", questions, ["bm25", "dense"], ks=(5,), progress=False, sink=exps.sink(exp))
+    with pytest.raises(InputError, match="has no pool yet: pool it first"):
+        state(exps, exp, "p@5")
+    judge_experiment(exps, exp, ctx.store, "answer", depth=5)
+    with pytest.raises(InputError, match="cannot order the queue by 'recall@5'"):
+        state(exps, exp, "recall@5")
+    pool, prior, grades, person = state(exps, exp, "p@5")
+    assert pool.depth == 5 and not person and prior
+    before = Qrels(traces).counts(exp.id)
+    q = questions[0].id
+    outside = next(p for p in ctx.store.all_passage_ids() if (q, p) not in
+                   {(pp.question_id, pp.passage_id) for pp in pool.pairs})
+    qrels = tmp_path / "grades.qrels"
+    qrels.write_text(f"{q} 0 {pool.pairs[0].passage_id} 2\n{q} 0 {outside} 3\n")
+    assert main(["qrels", "import", exp.id, str(qrels)]) == 2
+    assert Qrels(traces).counts(exp.id) == before

@@ -90,6 +90,21 @@ def metrics(experiments: Experiments, exp: Experiment, owner: str = "") -> list[
     return out
 
 
+def _settled(experiments: Experiments, exp: Experiment, metric: str, owner: str) -> str:
+    """On judged P@k with a pool: each method pair settled by a person's grades, or open."""
+    if not metric.lower().startswith("p@"):
+        return ""
+    from traces.judging.pool import Pools
+    from traces.judging.queue import status_lines
+
+    pool = Pools(experiments).get(exp.id)
+    if pool is None or pool.depth < int(metric.partition("@")[2] or 0):
+        return ""
+    lines = status_lines(experiments, exp, metric, owner)
+    return ("<div class='ht-meta' id='exp-settled'><b>" + render.esc(lines[0]) + "</b><ul>"
+            + "".join(f"<li>{render.esc(x.strip())}</li>" for x in lines[1:]) + "</ul></div>")
+
+
 def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: Optional[str],
          b: Optional[str], owner: str = "") -> ExperimentView:
     methods = exp.methods or []
@@ -112,6 +127,9 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
     if pair is not None:
         if pair.significant:
             word = f"<b>{render.esc(a if pair.mean_diff > 0 else b)}</b> is better, significantly"
+        elif c.judges:
+            word = ("<b>inconclusive</b> on these grades: more grades, not more questions, can settle it (the "
+                    "Judge tab; `hoptrace judge ID --queue 20` lists the ones that can)")
         else:
             need = pair.needed_questions()
             word = "<b>inconclusive</b>: the data cannot tell" + (
@@ -123,7 +141,7 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
                    f"questions — {word}.</p>")
     else:
         verdict = "<p id='exp-pair'>Pick two different methods to compare them question by question.</p>"
-    summary = f"<style>{render.CSS}</style>{head}{table}{verdict}"
+    summary = f"<style>{render.CSS}</style>{head}{table}{verdict}{_settled(experiments, exp, metric, owner)}"
     groups = c.by_hops or c.by_type
     groups_fig = breakdown_figure({m: groups[m] for m in (a, b) if m in groups}, metric,
                                   "hops" if c.by_hops else "type") if groups else None

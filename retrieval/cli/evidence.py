@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..core.errors import ConfigError, KBError
+from ..core.errors import ConfigError, InputError, KBError
 from . import qgen
 from .common import _context, _llm_args, _trace_store, plugin_args
 
@@ -39,6 +39,11 @@ def add_parsers(sub) -> None:
     j.add_argument("--estimate", action="store_true", help="print requests, tokens and minutes; judge nothing")
     j.add_argument("--limit", type=int, default=None, metavar="N", help="judge the pools of the first N questions only")
     j.add_argument("--concurrency", type=int, default=1, metavar="N", help="requests in flight, for an endpoint")
+    j.add_argument("--queue", type=int, default=None, metavar="N",
+                   help="judge nothing: print the next N pooled pairs a person should grade, those whose grade can "
+                        "change a verdict most first, and each method pair's verdict (settled or open)")
+    j.add_argument("--metric", default="p@5", help="with --queue: the metric the verdicts are on (p@K bounds "
+                                                   "them exactly; ndcg@K, jrecall@K order only). Default p@5")
     _llm_args(j)
 
     v = sub.add_parser("judge-validity", help="how a judge's grades agree with gold, where gold exists: AUC, "
@@ -48,6 +53,17 @@ def add_parsers(sub) -> None:
     v.add_argument("--rel", type=int, default=2, help="the grade counted relevant (default 2)")
     v.add_argument("--prompt-version", default=None, help="the LLM judge's prompt version (default: its newest)")
     v.add_argument("--json", dest="json_out", type=Path, help="write the figures as JSON here")
+    v.add_argument("--simulate-person", action="store_true",
+                   help="a person who grades gold passages 2 and others 0 grades the pool in each --order, from the "
+                        "answer rule's grades: verdicts as gold's against grades given (nothing is stored)")
+    v.add_argument("--order", default="queue,pool,random", help="with --simulate-person: queue, pool, random "
+                                                               "(comma-separated; default all three)")
+    v.add_argument("--metric", default="p@5", help="with --simulate-person: default p@5")
+    v.add_argument("--depth", type=int, default=10, help="with --simulate-person: pool depth (default 10)")
+    v.add_argument("--methods", default=None, help="with --simulate-person: these methods only (comma-separated)")
+    v.add_argument("--step", type=int, default=None, help="with --simulate-person: grades between checkpoints "
+                                                          "(default 1 %% of the pool)")
+    v.add_argument("--plot", type=Path, default=None, help="with --simulate-person: write the curves as a PNG")
 
     r = sub.add_parser("qrels", help="an experiment's judgments as TREC qrels (qid 0 docid grade): export or import")
     rs = r.add_subparsers(dest="qrels_command", required=True)
@@ -139,6 +155,8 @@ def cmd_judge(args) -> int:
     experiments = Experiments(_trace_store())
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    if args.queue is not None:
+        return _print_queue(experiments, exp, args.queue, args.metric, methods)
     judge = args.judge or judge_defaults.default_judge(args.llm)
     if args.judge is None:
         print(f"judge: {judge} (the default. {judge_defaults.why_default(args.llm)})", file=sys.stderr)
@@ -171,6 +189,36 @@ def cmd_judge(args) -> int:
     return 1 if rep.failed and not rep.judged else 0
 
 
+def _print_queue(experiments, exp, n: int, metric: str, methods) -> int:
+    """`judge --queue N`: the verdicts as they stand, then the next N pairs with why each was chosen."""
+    from traces.judging.queue import bounds, state, weigh
+
+    from ..store import open_store
+
+    if n < 1:
+        raise InputError(f"--queue must be at least 1, got {n}")
+    pool, prior, grades, person = state(experiments, exp, metric, "", methods)
+    bs = bounds(pool, grades, person, metric, methods) if metric.lower().startswith("p@") else []
+    for b in bs:
+        print(b.line())
+    items = weigh(pool, prior, person, metric, methods, {(b.a, b.b) for b in bs if b.settled})[:n]
+    store = open_store(exp.kb)
+    try:
+        passages = {p.id: p for p in store.passages([it.pair.passage_id for it in items])}
+    finally:
+        store.close()
+    texts = {q["id"]: q["text"] for q in exp.questions}
+    print(f"next {len(items)} of {len(pool.pairs) - len(person)} pairs no person graded (weight: how much the grade "
+          f"can move the open {metric} differences, times the doubt its automatic grade leaves):")
+    for i, it in enumerate(items, 1):
+        p = passages.get(it.pair.passage_id)
+        print(f"{i:>3}. weight {it.weight:.3f} · {it.pair.question_id}: {texts.get(it.pair.question_id, '')}\n"
+              f"     passage {it.pair.passage_id} · {p.title if p else '?'}: {(p.text if p else '')[:160]}\n"
+              f"     why: {it.why}")
+    print(f"grade them: in the app's Judge tab, or as TREC qrels with `hoptrace qrels import {exp.id[:12]} FILE`")
+    return 0
+
+
 def cmd_judge_validity(args) -> int:
     import json
     from dataclasses import asdict
@@ -182,6 +230,8 @@ def cmd_judge_validity(args) -> int:
 
     experiments = Experiments(_trace_store())
     exp = experiments.get(args.experiment)
+    if args.simulate_person:
+        return _simulate(experiments, exp, args)
     store = open_store(exp.kb)
     try:
         v = measure(experiments, exp, args.judge, store, args.rel, prompt_version=args.prompt_version)
@@ -193,6 +243,32 @@ def cmd_judge_validity(args) -> int:
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(asdict(v), indent=1, default=str))
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+def _simulate(experiments, exp, args) -> int:
+    from traces.judging.simulate import plot, simulate
+
+    from ..store import open_store
+
+    orders = [o.strip() for o in args.order.split(",") if o.strip()]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+    store = open_store(exp.kb)
+    try:
+        sim = simulate(experiments, exp, store, args.metric, args.depth, orders, methods, args.step)
+    finally:
+        store.close()
+    for line in sim.lines():
+        print(line)
+    if args.plot:
+        plot(sim, args.plot)
+        print(f"wrote {args.plot}")
+    if args.json_out:
+        import json
+        from dataclasses import asdict
+
+        args.json_out.write_text(json.dumps(asdict(sim), indent=1))
         print(f"wrote {args.json_out}")
     return 0
 
@@ -218,6 +294,16 @@ def cmd_qrels(args) -> int:
     finally:
         store.close()
     rows = read_trec(args.file, {q["id"] for q in exp.questions}, known)
+    from traces.judging.pool import Pools
+
+    pool = Pools(experiments).get(exp.id)
+    if pool is not None:   # grades the queue and the verdicts cannot place are refused, not kept
+        pooled = {(pp.question_id, pp.passage_id) for pp in pool.pairs}
+        outside = [(q, p) for q, p, _ in rows if (q, p) not in pooled]
+        if outside:
+            raise InputError(f"{args.file.name}: {len(outside)} grade(s) are for pairs not in the experiment's depth-"
+                             f"{pool.depth} pool (e.g. {outside[0][0]} {outside[0][1]}); pool deeper or leave them "
+                             "out. Nothing was imported")
     import time
 
     now = time.time()

@@ -101,6 +101,15 @@ def cmd_compare(args) -> int:
                             args.rel)
     cmp = compare(experiments, exp, args.metric, methods, judged)
     print(render_text(cmp))
+    if judged is not None and args.metric.lower().startswith("p@"):
+        # Which verdicts a person's grades settle and which still rest on automatic ones.
+        from traces.judging.pool import Pools
+        from traces.judging.queue import status_lines
+
+        pool = Pools(experiments).get(exp.id)
+        if pool is not None and pool.depth >= int(args.metric.partition("@")[2] or 0):
+            print("\n" + "\n".join(status_lines(experiments, exp, args.metric, "", methods, args.rel)))
+            print(f"the next grades that can change an open verdict: hoptrace judge {exp.id[:12]} --queue 20")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(cmp.to_json(), indent=1, default=str))

@@ -272,6 +272,9 @@ def render_text(c: Comparison) -> str:
             adj = "" if p.p_adjusted is None else _p(p.p_adjusted)
             if p.significant:
                 word = "significant"
+            elif c.judges:
+                # A judge that cannot see the hops stays blind with more questions: grades decide it.
+                word = "inconclusive (grades, not more questions, can settle it: judge --queue)"
             else:
                 need = p.needed_questions()
                 word = "inconclusive" + (f" (~{need} questions would show it)" if need else " (no difference)")

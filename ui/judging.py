@@ -8,16 +8,18 @@ overrides the automatic judges' in every judged measure. No Gradio here: ui/tabs
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from retrieval.core.errors import InputError
 from traces.judging.pool import Pool, Pools
 from traces.judging.qrels import GRADES, Judgment, Qrels
+from traces.judging.queue import bounds, state, weigh
 from traces.storage.experiments import Experiment, Experiments
 
 from . import render
 
+QUEUE_METRIC = "p@5"   # the verdicts the queue serves, and bounds exactly (traces/judging/queue.py)
 
 @dataclass
 class Cursor:
@@ -25,21 +27,30 @@ class Cursor:
     experiment_id: str = ""
     pos: int = 0
     last: Optional[int] = None   # the pair graded just before, whose reveal shows under the next one
+    history: list = field(default_factory=list)   # positions shown before, for Back (the queue has no "previous")
 
     def to_state(self) -> dict:
-        return {"experiment_id": self.experiment_id, "pos": self.pos, "last": self.last}
+        return {"experiment_id": self.experiment_id, "pos": self.pos, "last": self.last,
+                "history": self.history[-200:]}
 
     @classmethod
     def from_state(cls, d: Optional[dict]) -> "Cursor":
         d = d or {}
-        return cls(d.get("experiment_id", ""), int(d.get("pos") or 0), d.get("last"))
+        return cls(d.get("experiment_id", ""), int(d.get("pos") or 0), d.get("last"), list(d.get("history") or []))
+
+    def move(self, pos: int) -> None:
+        self.history.append(self.pos)
+        self.pos = pos
+
+    def back(self) -> None:
+        self.pos = self.history.pop() if self.history else max(0, self.pos - 1)
 
 
 class JudgeDesk:
     """An experiment's pool, the person's grades so far, and the automatic judges' (hidden until graded)."""
 
     def __init__(self, experiments: Experiments, exp: Experiment, owner: str = ""):
-        self.exp, self.owner = exp, owner
+        self.experiments, self.exp, self.owner = experiments, exp, owner
         self.qrels = Qrels(experiments.traces)
         pool: Optional[Pool] = Pools(experiments).get(exp.id)
         if pool is None or not pool.pairs:
@@ -59,6 +70,44 @@ class JudgeDesk:
             if (p.question_id, p.passage_id) not in done:
                 return i
         return min(start, n - 1)
+
+    # --- the queue (traces/judging/queue.py) --------------------------------------------------
+    def queue(self, metric: str = QUEUE_METRIC) -> list:
+        """The ungraded pairs, those whose grade can change an open verdict most first."""
+        _, prior, grades, person = state(self.experiments, self.exp, metric, self.owner)
+        settled = {(b.a, b.b) for b in self.bounds(metric, grades, person) if b.settled}
+        return weigh(self.pool, prior, person, metric, None, settled)
+
+    def bounds(self, metric: str = QUEUE_METRIC, grades=None, person=None) -> list:
+        if self.pool.depth < int(metric.partition("@")[2]):
+            return []
+        if grades is None:
+            _, _, grades, person = state(self.experiments, self.exp, metric, self.owner)
+        return bounds(self.pool, grades, person, metric)
+
+    def next_in_queue(self, after: Optional[int] = None, metric: str = QUEUE_METRIC) -> int:
+        """The position of the heaviest ungraded pair (after `after`'s place in the queue, to skip it)."""
+        index = {(p.question_id, p.passage_id): i for i, p in enumerate(self.pool.pairs)}
+        order = [index[(it.pair.question_id, it.pair.passage_id)] for it in self.queue(metric)]
+        if not order:
+            return self.first_unjudged()
+        if after is not None and after in order:
+            rest = order[order.index(after) + 1:]
+            return rest[0] if rest else order[0]
+        return order[0]
+
+    def verdicts_html(self, metric: str = QUEUE_METRIC) -> str:
+        """Each method pair as the grades leave it: settled, or open and how many grades could change it."""
+        bs = self.bounds(metric)
+        if not bs:
+            return ""
+        settled = sum(b.settled for b in bs)
+        rows = "".join(f"<li class='{'ht-settled' if b.settled else 'ht-open'}'>{render.esc(b.line())}</li>"
+                       for b in sorted(bs, key=lambda b: (not b.settled, b.open)))
+        return (f"<style>{_CSS}</style><div id='judge-verdicts' class='ht-meta'><b>Verdicts at "
+                f"{render.esc(metric)}</b>: {settled} of "
+                f"{len(bs)} settled by your grades (the rest could still change with the grades you have not "
+                f"given; until then they rest on the automatic judges)<ul>{rows}</ul></div>")
 
     def grade(self, pos: int, grade: int) -> None:
         if grade not in GRADES:
@@ -116,6 +165,7 @@ _CSS = """
 #judge-question{font-size:1.05em;margin:.4em 0}
 .ht-passage{border:1px solid #cbd5e1;border-radius:6px;padding:.6em .8em;margin:.4em 0;white-space:pre-wrap}
 .ht-reveal{background:#f1f5f9;border-radius:6px;padding:.4em .6em;margin:.3em 0;font-size:.92em}
+#judge-verdicts li.ht-settled{color:#166534}
 """
 
 # Keys 0–3 grade, s skips, b goes back — while the Judge tab shows a pair and no text box has the focus.

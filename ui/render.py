@@ -53,9 +53,17 @@ VIS_ROUTE = "hoptrace-static"
 VIS_FILES = ("vis-network.min.js", "vis-network.css")
 
 
+# Figures the page shows, from docs/figures, served by the same route: a gr.Image would copy the
+# file into Gradio's cache and put that server path on the page, which public mode must not show.
+FIGURES = ("judge-queue-demo.png",)
+FIGURES_DIR = Path(__file__).resolve().parent.parent / "docs" / "figures"
+
+
 def vis_file(name: str) -> Path:
     import pyvis
 
+    if name in FIGURES:
+        return FIGURES_DIR / name
     if name not in VIS_FILES:
         raise FileNotFoundError(name)
     return Path(pyvis.__file__).parent / "templates" / "lib" / "vis-9.1.2" / name

@@ -877,3 +877,59 @@ def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any
     finally:
         listener.close()
     assert listener.hits == []
+
+
+def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_path, shots):
+    """Plain questions benched, pooled with the answer rule as the prior, then 30 grades given in
+    queue order with the keys: the queue asks first for pairs that can change a verdict, and the
+    verdicts box counts fewer open grades after each."""
+    import json
+    import re
+
+    from retrieval.core.paths import kb_dir
+    from retrieval.store import open_store
+
+    store = open_store(str(kb_dir() / "demo.sqlite"))
+    titles = sorted({p.title for p in store.passages(store.all_passage_ids())} - {EVIL})[:16]
+    mine = [{"id": f"t{i}", "question": f"What is {t} known for?", "answer": t} for i, t in enumerate(titles)]
+    (tmp_path / "queue.json").write_text(json.dumps(mine))
+    page.get_by_role("tab", name="Index").click()
+    page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "queue.json"))
+    page.fill("#qs-name textarea, #qs-name input", "queue-set")
+    page.click("#qs-add")
+    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+    page.get_by_role("tab", name="Benchmark").click()
+    page.fill("#bench-limit input", "16")
+    page.click("#bench-run")
+    page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('griever')", timeout=180_000)
+    # the experiment opens (and the Judge tab's picker follows it)
+    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('no gold')",
+                           timeout=60_000)
+    page.get_by_role("tab", name="Judge").click()
+    page.fill("#judge-depth input", "5")
+    page.locator("#judge-auto input").click()
+    page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
+    page.click("#judge-go")
+    page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
+    page.wait_for_selector("#judge-verdicts", timeout=30_000)
+    assert "asked in queue order" in page.locator("#judge-progress").inner_text()
+
+    def open_grades() -> int:
+        return sum(int(n) for n in re.findall(r"open — (\d+) grades", page.locator("#judge-verdicts").inner_text()))
+
+    before = open_grades()
+    assert before > 0
+    seen = []
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for i in range(30):
+        seen.append(open_grades())
+        page.keyboard.press("2" if i % 3 == 0 else "0")
+        page.wait_for_function(f"document.querySelector('#judge-progress').innerText.startsWith('{i + 1} / ')",
+                               timeout=30_000)
+    after = open_grades()
+    assert all(b >= a for b, a in zip(seen, seen[1:] + [after])), seen   # never more open grades after a grade
+    assert after < before, (before, after)
+    text = page.locator("#judge-verdicts").inner_text()
+    assert "Verdicts at p@5" in text and "settled by your grades" in text
+    page.screenshot(path=str(shots / "judge-queue-30.png"), full_page=True)

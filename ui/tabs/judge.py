@@ -13,6 +13,11 @@ from .. import evidence, messages, render
 from ..judging import Cursor, JudgeDesk
 from ..public import LimitError
 
+# The simulated person's curves on the demo (docs/judging.md, "The queue"), shown beside the queue.
+FIGURE = render.FIGURES_DIR / render.FIGURES[0]
+QUEUE_INFO = ("Each pair weighs how much its grade can move a difference between two methods at P@5, times the "
+              "chance your grade differs from the automatic one; pairs in every method's top 5 or in none weigh "
+              "nothing. Method pairs your grades have settled stop adding weight.")
 GRADE_LABELS = ["0 · unrelated", "1 · related, no help", "2 · part of the answer / a hop", "3 · answers it"]
 AUTO_JUDGES = {"none (I grade them myself)": None, "the answer rule (LLM-free, instant)": "answer",
                "the LLM": "llm"}
@@ -35,7 +40,19 @@ def build_tab(state, experiments: Experiments, visitor):
                                  elem_id="judge-auto", scale=2)
             j_go = gr.Button("Pool and judge", variant="primary", elem_id="judge-go", scale=1)
         j_log = gr.Markdown(elem_id="judge-log")
+        with gr.Row():
+            j_order = gr.Radio([("the queue: pairs whose grade can change a verdict first", "queue"),
+                                ("pool order", "pool")], value="queue", label="Ask me in", elem_id="judge-order",
+                               info=QUEUE_INFO, scale=3)
+            if FIGURE.exists():
+                with gr.Accordion("How much sooner the queue reaches gold's verdicts (simulated person)",
+                                  open=False):
+                    gr.HTML(f"<img src='{render.VIS_ROUTE}/{FIGURE.name}' alt='verdicts as gold's against "
+                            "grades given, queue vs pool vs random order, on the demo' style='max-width:100%'>"
+                            "<div class='ht-meta'>docs/judging.md, \"The queue\": the demo, 2Wiki and HotpotQA"
+                            "</div>", elem_id="judge-queue-figure")
         j_progress = gr.Markdown(elem_id="judge-progress")
+        j_verdicts = gr.HTML(elem_id="judge-verdicts-box")
         j_pair = gr.HTML(elem_id="judge-pair")
         with gr.Row():
             grade_btns = [gr.Button(label, elem_id=f"judge-g{i}") for i, label in enumerate(GRADE_LABELS)]
@@ -55,18 +72,19 @@ def build_tab(state, experiments: Experiments, visitor):
         pid = d.pool.pairs[pos].passage_id
         return {p.id: p for p in kb.ctx.store.passages([pid])}
 
-    def show(exp_id: str, cur: dict, who: str, last_html: str = ""):
+    def show(exp_id: str, cur: dict, who: str, last_html: str = "", order: str = "queue"):
         c = Cursor.from_state(cur)
         try:
             d = desk(exp_id, who)
         except HopTraceError as e:
-            return (gr.update(value=""), render.error_html(str(e)), last_html, {})
+            return (gr.update(value=""), render.error_html(str(e)), last_html, {}, "")
         if c.experiment_id != d.exp.id:
-            c = Cursor(d.exp.id, d.first_unjudged())
+            c = Cursor(d.exp.id, d.next_in_queue() if order == "queue" else d.first_unjudged())
         c.pos = max(0, min(c.pos, len(d.pool.pairs) - 1))
         return (f"**{d.progress()}** by you · {len(d.pool.pairs)} pooled pairs of "
-                f"{len(d.pool.by_question())} questions · methods {messages.md(', '.join(d.pool.methods))}",
-                d.pair_html(c.pos, passages_of(d, c.pos)), last_html, c.to_state())
+                f"{len(d.pool.by_question())} questions · methods {messages.md(', '.join(d.pool.methods))}"
+                + (" · asked in queue order" if order == "queue" else " · asked in pool order"),
+                d.pair_html(c.pos, passages_of(d, c.pos)), last_html, c.to_state(), d.verdicts_html())
 
     def pool_and_judge(exp_id, depth, auto, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
@@ -98,28 +116,40 @@ def build_tab(state, experiments: Experiments, visitor):
             msg += f"<br><i>{messages.md(warn)}</i>" if warn else ""
         return msg
 
-    def step(exp_id, cur, who, delta: int):
+    def step(exp_id, cur, who, delta: int, order: str):
         c = Cursor.from_state(cur)
-        c.pos += delta
-        return show(exp_id, c.to_state(), who)
+        if delta < 0:
+            c.back()
+        elif order == "queue" and c.experiment_id:
+            c.move(desk(exp_id, who).next_in_queue(after=c.pos))   # skip: the queue's next pair
+        else:
+            c.move(c.pos + 1)
+        return show(exp_id, c.to_state(), who, order=order)
 
-    def grade(exp_id, cur, who, g: int):
+    def grade(exp_id, cur, who, g: int, order: str):
         c = Cursor.from_state(cur)
         d = desk(exp_id, who)
         if c.experiment_id != d.exp.id:
-            return show(exp_id, cur, who)
+            return show(exp_id, cur, who, order=order)
         d.grade(c.pos, g)
         last = d.reveal_html(c.pos, "Just graded")
-        c.last, c.pos = c.pos, d.first_unjudged(c.pos + 1 if c.pos + 1 < len(d.pool.pairs) else 0)
-        return show(exp_id, c.to_state(), who, last)
+        c.last = c.pos
+        c.move(d.next_in_queue() if order == "queue"
+               else d.first_unjudged(c.pos + 1 if c.pos + 1 < len(d.pool.pairs) else 0))
+        return show(exp_id, c.to_state(), who, last, order)
 
-    outs = [j_progress, j_pair, j_last, cursor]
+    outs = [j_progress, j_pair, j_last, cursor, j_verdicts]
     j_go.click(pool_and_judge, [j_pick, j_depth, j_auto, visitor], j_log, concurrency_limit=1,
-               concurrency_id="bench").then(lambda e, c, w: show(e, {}, w), [j_pick, cursor, visitor], outs)
-    j_pick.change(lambda e, w: show(e, {}, w), [j_pick, visitor], outs)
+               concurrency_id="bench").then(lambda e, c, w, o: show(e, {}, w, order=o),
+                                            [j_pick, cursor, visitor, j_order], outs)
+    j_pick.change(lambda e, w, o: show(e, {}, w, order=o), [j_pick, visitor, j_order], outs)
+    j_order.change(lambda e, w, o: show(e, {}, w, order=o), [j_pick, visitor, j_order], outs)
     for i, b in enumerate(grade_btns):
-        b.click(lambda e, c, w, g=i: grade(e, c, w, g), [j_pick, cursor, visitor], outs, show_progress="hidden")
-    skip_btn.click(lambda e, c, w: step(e, c, w, 1), [j_pick, cursor, visitor], outs, show_progress="hidden")
-    back_btn.click(lambda e, c, w: step(e, c, w, -1), [j_pick, cursor, visitor], outs, show_progress="hidden")
+        b.click(lambda e, c, w, o, g=i: grade(e, c, w, g, o), [j_pick, cursor, visitor, j_order], outs,
+                show_progress="hidden")
+    skip_btn.click(lambda e, c, w, o: step(e, c, w, 1, o), [j_pick, cursor, visitor, j_order], outs,
+                   show_progress="hidden")
+    back_btn.click(lambda e, c, w, o: step(e, c, w, -1, o), [j_pick, cursor, visitor, j_order], outs,
+                   show_progress="hidden")
     return j_pick
 

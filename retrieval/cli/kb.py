@@ -22,7 +22,27 @@ def cmd_kb(args) -> int:
                           "meta": info.meta}, indent=1))
         return 0
     print(render_kb_info(info))
+    print(render_served(info))
     return 0
+
+
+def render_served(info) -> str:
+    """Which methods this KB's layers serve, and what each of the others lacks (methods/layers.py)."""
+    from ..methods import METHODS
+    from ..methods.layers import CHECKED, LAYERS
+
+    built = {row["layer"] for row in info.extraction or [] if row.get("status") == "done"}
+    have = {layer for layer in LAYERS if info.counts.get(layer, 0) > 0 or layer in built}
+    ready, not_ready = [], []
+    for name, cls in METHODS.items():
+        lacks = [layer for layer in getattr(cls, "layers", ()) if layer in CHECKED and layer not in have]
+        (not_ready.append(f"{name} (needs {', '.join(lacks)})") if lacks else ready.append(name))
+    lines = ["layers: " + ", ".join(f"{layer} {'✓' if layer in have else '—'}" for layer in LAYERS)
+             + " (— : empty or not built)",
+             "serves: " + (", ".join(ready) or "no method")]
+    if not_ready:
+        lines.append("not served: " + "; ".join(not_ready))
+    return "\n".join(lines)
 
 
 def render_kb_info(info) -> str:

@@ -15,6 +15,7 @@ from ..core.errors import ConfigError
 from ..core.validate import check_question
 from ..store.base import Hit
 from ..trace.model import RankedPassage, RunResult, Stage, StageFailed, Tracer
+from . import layers
 from .answer import stage_answer
 from .context import Context
 
@@ -27,6 +28,8 @@ class Method(ABC):
     # runs the method once per k, as the papers' R@k columns do; otherwise it slices one run.
     k_dependent: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = False   # shown in the app; such methods say so when no LLM is configured
+    # The KB layers it reads (methods/layers.py): a KB without one refuses the run, naming it.
+    layers: ClassVar[tuple[str, ...]] = ("passages",)
     profile: str = "paper"             # set by make_method (methods/profiles.py)
     paper_config: Any = None           # the paper's defaults, to list what this run changed
 
@@ -52,6 +55,7 @@ class Method(ABC):
         q = check_question(question)
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
+        layers.check(self.ctx.store, self.name, self.needs())
         tracer = Tracer(on_stage, on_progress)
         result = RunResult(self.name, q, config={"k": k, "profile": self.profile,
                                                  **(asdict(self.config) if is_dataclass(self.config) else {})})
@@ -72,6 +76,10 @@ class Method(ABC):
         result.stages = tracer.stages
         return result
 
+
+    def needs(self) -> tuple[str, ...]:
+        """The layers this run reads: the class's, unless its config adds some (GEAR's base)."""
+        return type(self).layers
 
     def profile_stage(self, tracer: Tracer) -> None:
         """The run's profile and each value that differs from the paper (methods/profiles.py)."""

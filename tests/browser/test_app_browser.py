@@ -365,19 +365,26 @@ def test_a_live_llm_stage_shows_its_progress_while_the_model_writes(page, shots)
     assert names[0].startswith("profile ")
 
 
-@pytest.fixture(scope="module")
-def public_url(app_url, tmp_path_factory):
-    """The same KBs served in public mode, with a trace file of its own."""
+def _public_app(tmp_path_factory, name: str, **limits):
+    """The same KBs served in public mode, with a trace file of its own: (app, url)."""
+    from dataclasses import replace
+
     from ui.app import build, serve
     from ui.public import PublicLimits
     from ui.state import AppState
 
-    state = AppState(trace_path=tmp_path_factory.mktemp("public") / "traces.sqlite",
-                     public=PublicLimits.from_env(public=True))
+    state = AppState(trace_path=tmp_path_factory.mktemp(name) / "traces.sqlite",
+                     public=replace(PublicLimits.from_env(public=True), **limits))
     app = build(state)
     port = free_port()
     serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/"
+    return app, f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture(scope="module")
+def public_url(app_url, tmp_path_factory):
+    app, url = _public_app(tmp_path_factory, "public")
+    yield url
     app.close()
 
 
@@ -480,18 +487,8 @@ def _drawn_pixels(page) -> int:
 @pytest.fixture(scope="module")
 def hostile_url(app_url, tmp_path_factory):
     """Public mode with room for many requests a minute: the uploads, not the rate limit, are tested."""
-    from dataclasses import replace
-
-    from ui.app import build, serve
-    from ui.public import PublicLimits
-    from ui.state import AppState
-
-    limits = replace(PublicLimits.from_env(public=True), requests_per_minute=100, requests_per_minute_per_address=100)
-    state = AppState(trace_path=tmp_path_factory.mktemp("hostile") / "traces.sqlite", public=limits)
-    app = build(state)
-    port = free_port()
-    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/"
+    app, url = _public_app(tmp_path_factory, "hostile", requests_per_minute=100, requests_per_minute_per_address=100)
+    yield url
     app.close()
 
 
@@ -656,6 +653,16 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
         assert f"'{name}'" in line and "/tmp" not in line
 
 
+def _pool_with_the_rule(page, depth: int) -> None:
+    """The Judge tab: pool the picked experiment at `depth` with the answer rule as the prior."""
+    page.get_by_role("tab", name="Judge").click()
+    page.fill("#judge-depth input", str(depth))
+    page.locator("#judge-auto input").click()
+    page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
+    page.click("#judge-go")
+    page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
+
+
 def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(page, tmp_path, shots):
     """A new user's path: plain questions added to a KB, benched, the runs pooled and graded in the
     Judge view (keys and buttons; methods and automatic grades hidden until graded), then two
@@ -685,12 +692,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     assert "recall@5" not in table and "latency_ms_p50" in table      # no gold: left out, not 0
     page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('no gold')", timeout=60_000)
     # the Judge tab: pool at depth 3 with the answer rule, then grade by hand
-    page.get_by_role("tab", name="Judge").click()
-    page.fill("#judge-depth input", "3")
-    page.locator("#judge-auto input").click()
-    page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
-    page.click("#judge-go")
-    page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
+    _pool_with_the_rule(page, 3)
     page.wait_for_selector("#judge-passage", timeout=30_000)
     progress = page.locator("#judge-progress").inner_text()
     assert progress.startswith("0 / ")
@@ -808,9 +810,6 @@ def yours_url(app_url, tmp_path_factory):
     and one that fails to load."""
     import ui.ask
     from retrieval.methods.plugins import load_plugin
-    from ui.app import build, serve
-    from ui.public import PublicLimits
-    from ui.state import AppState
 
     folder = tmp_path_factory.mktemp("plugins")
     (folder / "mine.py").write_text('"""Dense, then BM25 for what dense missed."""\n\n'
@@ -825,12 +824,8 @@ def yours_url(app_url, tmp_path_factory):
         load_plugin(str(folder / name))
     limit = ui.ask.PLUGIN_LIMIT_S
     ui.ask.PLUGIN_LIMIT_S = 2.0
-    state = AppState(trace_path=tmp_path_factory.mktemp("yours") / "traces.sqlite",
-                     public=PublicLimits.from_env(public=True))
-    app = build(state)
-    port = free_port()
-    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/"
+    app, url = _public_app(tmp_path_factory, "yours")
+    yield url
     app.close()
     ui.ask.PLUGIN_LIMIT_S = limit
 
@@ -906,12 +901,7 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     # the experiment opens (and the Judge tab's picker follows it)
     page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('no gold')",
                            timeout=60_000)
-    page.get_by_role("tab", name="Judge").click()
-    page.fill("#judge-depth input", "5")
-    page.locator("#judge-auto input").click()
-    page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
-    page.click("#judge-go")
-    page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
+    _pool_with_the_rule(page, 5)
     page.wait_for_selector("#judge-verdicts", timeout=30_000)
     assert "asked in queue order" in page.locator("#judge-progress").inner_text()
 

@@ -58,6 +58,14 @@ def stage_stop(tracer: Tracer, n: int, why: str) -> None:
 
 class NaiveGE(Method):
     name, title, Config = "naivege", "NaiveGE (GEAR, no LLM)", GearConfig
+    layers = ("passages", "triples")
+
+    def needs(self) -> tuple[str, ...]:
+        """Its own layers and, where its base is another method (GRIEVER Table 4), that method's."""
+        from ..registry import METHODS, root_method
+
+        base = METHODS.get(root_method(self.config.base))   # None for bm25 / sbert / hybrid
+        return tuple(dict.fromkeys(type(self).layers + getattr(base, "layers", ())))
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         return final_stage(tracer, ranked_from_hits(self.ctx, self.naive(question, k, tracer)), question,

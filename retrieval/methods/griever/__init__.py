@@ -40,6 +40,7 @@ def _triple_id(t) -> str:
 
 class Griever(Method):
     name, title, Config = "griever", "GRIEVER", GrieverConfig
+    layers = ("passages", "partial_triples", "triples", "entities", "predicates", "same_as")  # §4.1
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg: GrieverConfig = self.config

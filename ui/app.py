@@ -9,7 +9,6 @@ runs methods through ui/ask.py; stores every run with traces/storage/store.py. `
 from __future__ import annotations
 
 import os
-import sys
 import time
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ from retrieval.core.errors import HopTraceError
 from retrieval.encoders import onnx as onnx_encoder
 from retrieval.kb.presets import ensure_demo
 from retrieval.methods import METHODS, method_names
-from retrieval.methods.plugins import load_all, problems
+from retrieval.methods.plugins import load_and_report
 from traces.storage.experiments import Experiments
 
 from . import evidence, messages, render
@@ -120,9 +119,7 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
     t0 = time.time()
     # The operator's own methods (HOPTRACE_PLUGINS, HOPTRACE_METHOD_URLS, entry points); one that
     # fails is named here and in the Ask tab's "Yours" group, and everything else runs.
-    load_all()
-    for p in problems():
-        print(f"hoptrace: warning: {p.line()}", file=sys.stderr, flush=True)
+    load_and_report()
     onnx_encoder.serving_mode()
     ensure_demo()
     state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public), otlp=otlp)

@@ -92,15 +92,11 @@ def metrics(experiments: Experiments, exp: Experiment, owner: str = "") -> list[
 
 def _settled(experiments: Experiments, exp: Experiment, metric: str, owner: str) -> str:
     """On judged P@k with a pool: each method pair settled by a person's grades, or open."""
-    if not metric.lower().startswith("p@"):
-        return ""
-    from traces.judging.pool import Pools
     from traces.judging.queue import status_lines
 
-    pool = Pools(experiments).get(exp.id)
-    if pool is None or pool.depth < int(metric.partition("@")[2] or 0):
-        return ""
     lines = status_lines(experiments, exp, metric, owner)
+    if not lines:
+        return ""
     return ("<div class='ht-meta' id='exp-settled'><b>" + render.esc(lines[0]) + "</b><ul>"
             + "".join(f"<li>{render.esc(x.strip())}</li>" for x in lines[1:]) + "</ul></div>")
 

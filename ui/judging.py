@@ -14,7 +14,7 @@ from typing import Optional
 from retrieval.core.errors import InputError
 from traces.judging.pool import Pool, Pools
 from traces.judging.qrels import GRADES, Judgment, Qrels
-from traces.judging.queue import bounds, state, weigh
+from traces.judging.queue import bounds, judged, weigh
 from traces.storage.experiments import Experiment, Experiments
 
 from . import render
@@ -58,6 +58,7 @@ class JudgeDesk:
                              f"`hoptrace judge {exp.id[:12]}`")
         self.pool = pool
         self.questions = {q["id"]: q for q in exp.questions}
+        self._grades = self._bounds = None   # read once a click (the queue and the verdicts share them)
 
     def person_grades(self) -> dict[tuple[str, str], int]:
         return {(j.question_id, j.passage_id): j.grade for j in self.qrels.all(self.exp.id, self.owner, "person", "ok")}
@@ -72,23 +73,30 @@ class JudgeDesk:
         return min(start, n - 1)
 
     # --- the queue (traces/judging/queue.py) --------------------------------------------------
-    def queue(self, metric: str = QUEUE_METRIC) -> list:
+    # One click reads the grades and bounds the verdicts once: the queue and the verdicts box share
+    # them, and a grade clears them.
+    def _judged(self):
+        if self._grades is None:
+            self._grades = judged(self.qrels, self.exp.id, self.owner)
+        return self._grades
+
+    def bounds(self) -> list:
+        """Each method pair's verdict at QUEUE_METRIC, settled or open ([] for a pool shallower than k)."""
+        if self._bounds is None:
+            _, grades, person = self._judged()
+            self._bounds = ([] if self.pool.depth < int(QUEUE_METRIC.partition("@")[2])
+                            else bounds(self.pool, grades, person, QUEUE_METRIC))
+        return self._bounds
+
+    def queue(self) -> list:
         """The ungraded pairs, those whose grade can change an open verdict most first."""
-        _, prior, grades, person = state(self.experiments, self.exp, metric, self.owner)
-        settled = {(b.a, b.b) for b in self.bounds(metric, grades, person) if b.settled}
-        return weigh(self.pool, prior, person, metric, None, settled)
+        prior, _, person = self._judged()
+        return weigh(self.pool, prior, person, QUEUE_METRIC, None, {(b.a, b.b) for b in self.bounds() if b.settled})
 
-    def bounds(self, metric: str = QUEUE_METRIC, grades=None, person=None) -> list:
-        if self.pool.depth < int(metric.partition("@")[2]):
-            return []
-        if grades is None:
-            _, _, grades, person = state(self.experiments, self.exp, metric, self.owner)
-        return bounds(self.pool, grades, person, metric)
-
-    def next_in_queue(self, after: Optional[int] = None, metric: str = QUEUE_METRIC) -> int:
+    def next_in_queue(self, after: Optional[int] = None) -> int:
         """The position of the heaviest ungraded pair (after `after`'s place in the queue, to skip it)."""
         index = {(p.question_id, p.passage_id): i for i, p in enumerate(self.pool.pairs)}
-        order = [index[(it.pair.question_id, it.pair.passage_id)] for it in self.queue(metric)]
+        order = [index[(it.pair.question_id, it.pair.passage_id)] for it in self.queue()]
         if not order:
             return self.first_unjudged()
         if after is not None and after in order:
@@ -96,16 +104,16 @@ class JudgeDesk:
             return rest[0] if rest else order[0]
         return order[0]
 
-    def verdicts_html(self, metric: str = QUEUE_METRIC) -> str:
+    def verdicts_html(self) -> str:
         """Each method pair as the grades leave it: settled, or open and how many grades could change it."""
-        bs = self.bounds(metric)
+        bs = self.bounds()
         if not bs:
             return ""
         settled = sum(b.settled for b in bs)
         rows = "".join(f"<li class='{'ht-settled' if b.settled else 'ht-open'}'>{render.esc(b.line())}</li>"
                        for b in sorted(bs, key=lambda b: (not b.settled, b.open)))
         return (f"<style>{_CSS}</style><div id='judge-verdicts' class='ht-meta'><b>Verdicts at "
-                f"{render.esc(metric)}</b>: {settled} of "
+                f"{render.esc(QUEUE_METRIC)}</b>: {settled} of "
                 f"{len(bs)} settled by your grades (the rest could still change with the grades you have not "
                 f"given; until then they rest on the automatic judges)<ul>{rows}</ul></div>")
 
@@ -115,6 +123,7 @@ class JudgeDesk:
         p = self.pool.pairs[pos]
         self.qrels.put(self.exp.id, [Judgment(p.question_id, p.passage_id, grade, "person", "person",
                                               "judge view", time.time(), owner=self.owner)])
+        self._grades = self._bounds = None
 
     def progress(self) -> str:
         done = self.person_grades()

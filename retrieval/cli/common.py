@@ -27,13 +27,9 @@ def plugin_args(p: argparse.ArgumentParser) -> None:
 
 def load_plugins(args) -> None:
     """Entry points, the environment's and the command line's plugins; each failure one line."""
-    import sys
+    from ..methods.plugins import load_and_report
 
-    from ..methods.plugins import load_all, problems
-
-    load_all(getattr(args, "plugin", None) or [], getattr(args, "method_url", None) or [])
-    for p in problems():
-        print(f"hoptrace: warning: {p.line()}", file=sys.stderr)
+    load_and_report(getattr(args, "plugin", None) or [], getattr(args, "method_url", None) or [])
 
 
 def _llm_args(p: argparse.ArgumentParser) -> None:

@@ -101,14 +101,13 @@ def cmd_compare(args) -> int:
                             args.rel)
     cmp = compare(experiments, exp, args.metric, methods, judged)
     print(render_text(cmp))
-    if judged is not None and args.metric.lower().startswith("p@"):
-        # Which verdicts a person's grades settle and which still rest on automatic ones.
-        from traces.judging.pool import Pools
+    if judged is not None:
+        # Which verdicts a person's grades settle and which still rest on automatic ones (P@k).
         from traces.judging.queue import status_lines
 
-        pool = Pools(experiments).get(exp.id)
-        if pool is not None and pool.depth >= int(args.metric.partition("@")[2] or 0):
-            print("\n" + "\n".join(status_lines(experiments, exp, args.metric, "", methods, args.rel)))
+        lines = status_lines(experiments, exp, args.metric, "", methods, args.rel)
+        if lines:
+            print("\n" + "\n".join(lines))
             print(f"the next grades that can change an open verdict: hoptrace judge {exp.id[:12]} --queue 20")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

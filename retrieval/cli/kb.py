@@ -29,10 +29,9 @@ def cmd_kb(args) -> int:
 def render_served(info) -> str:
     """Which methods this KB's layers serve, and what each of the others lacks (methods/layers.py)."""
     from ..methods import METHODS
-    from ..methods.layers import CHECKED, LAYERS
+    from ..methods.layers import CHECKED, LAYERS, held
 
-    built = {row["layer"] for row in info.extraction or [] if row.get("status") == "done"}
-    have = {layer for layer in LAYERS if info.counts.get(layer, 0) > 0 or layer in built}
+    have = held(info)
     ready, not_ready = [], []
     for name, cls in METHODS.items():
         lacks = [layer for layer in getattr(cls, "layers", ()) if layer in CHECKED and layer not in have]

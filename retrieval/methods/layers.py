@@ -25,17 +25,20 @@ _PRESENT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
+def held(info) -> frozenset[str]:
+    """The layers a KB's StoreInfo shows: rows in them, or their extractor's run recorded as done
+    (a layer can be built and empty)."""
+    built = {row["layer"] for row in info.extraction or [] if row.get("status") == "done"}
+    return frozenset(layer for layer in LAYERS if info.counts.get(layer, 0) > 0 or layer in built)
+
+
 def present(store) -> frozenset[str]:
-    """The checked layers this open store holds: rows in it, or its extractor's run recorded as
-    done (a layer can be built and empty). A KB is published whole and then only read, so an open
-    store's answer is kept."""
+    """The checked layers this open store holds. A KB is published whole and then only read, so
+    an open store's answer is kept."""
     with _LOCK:
         got = _PRESENT.get(store)
         if got is None:
-            info = store.info()
-            built = {row["layer"] for row in info.extraction or [] if row.get("status") == "done"}
-            got = _PRESENT[store] = frozenset(
-                layer for layer in CHECKED if info.counts.get(layer, 0) > 0 or layer in built)
+            got = _PRESENT[store] = held(store.info()) & frozenset(CHECKED)
     return got
 
 
@@ -49,5 +52,3 @@ def check(store, method: str, needed: Iterable[str]) -> None:
                       + (f" (and {', '.join(missing[1:])})" if len(missing) > 1 else "")
                       + f", which KB {name} does not have: rebuild or extend it with the extractor that makes it "
                       "(`hoptrace kb info` lists its layers and the methods they serve)")
-
-

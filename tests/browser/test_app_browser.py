@@ -653,6 +653,15 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
         assert f"'{name}'" in line and "/tmp" not in line
 
 
+def _add_question_set(page, path, name: str) -> None:
+    """The Index tab: a questions file added as a question set of the picked KB."""
+    page.get_by_role("tab", name="Index").click()
+    page.locator("#qs-file input[type=file]").set_input_files(str(path))
+    page.fill("#qs-name textarea, #qs-name input", name)
+    page.click("#qs-add")
+    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+
+
 def _pool_with_the_rule(page, depth: int) -> None:
     """The Judge tab: pool the picked experiment at `depth` with the answer rule as the prior."""
     page.get_by_role("tab", name="Judge").click()
@@ -675,11 +684,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     store = open_store(str(kb_dir() / "demo.sqlite"))
     mine = [{"id": f"u{i}", "question": q.text, "answer": q.answers[0]} for i, q in enumerate(store.questions()[:3])]
     (tmp_path / "mine.json").write_text(json.dumps(mine))
-    page.get_by_role("tab", name="Index").click()
-    page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "mine.json"))
-    page.fill("#qs-name textarea, #qs-name input", "mine")
-    page.click("#qs-add")
-    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+    _add_question_set(page, tmp_path / "mine.json", "mine")
     assert "mine · 3 questions · no gold, 3 with answers" in page.locator("#qs-log").inner_text()
     page.get_by_role("tab", name="Benchmark").click()
     assert page.locator("#bench-set input").input_value() == "mine"
@@ -888,11 +893,7 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     titles = sorted({p.title for p in store.passages(store.all_passage_ids())} - {EVIL})[:16]
     mine = [{"id": f"t{i}", "question": f"What is {t} known for?", "answer": t} for i, t in enumerate(titles)]
     (tmp_path / "queue.json").write_text(json.dumps(mine))
-    page.get_by_role("tab", name="Index").click()
-    page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "queue.json"))
-    page.fill("#qs-name textarea, #qs-name input", "queue-set")
-    page.click("#qs-add")
-    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+    _add_question_set(page, tmp_path / "queue.json", "queue-set")
     page.get_by_role("tab", name="Benchmark").click()
     page.fill("#bench-limit input", "16")
     page.click("#bench-run")

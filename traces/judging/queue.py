@@ -210,11 +210,21 @@ def _why(pp: PooledPair, methods: Sequence[str], k: int, g: Optional[int]) -> st
     return f"{ranked}; outside the top {k} of {', '.join(outside)}; {prior}"
 
 
+def judged(qrels, experiment_id: str, owner: str = ""):
+    """The automatic grades (the prior), every grade in force, and the pairs a person graded."""
+    from .qrels import as_dict
+
+    prior = as_dict(qrels.effective(experiment_id, owner, ("llm", "answer")))
+    grades = as_dict(qrels.effective(experiment_id, owner))
+    person = {(j.question_id, j.passage_id) for j in qrels.all(experiment_id, owner, "person", "ok")}
+    return prior, grades, person
+
+
 def state(experiments, exp, metric: str, owner: str = "", methods: Optional[Sequence[str]] = None):
-    """The stored pool, the automatic grades (the prior), every grade in force and the pairs a
-    person graded. An InputError says "pool it first" when the experiment has no pool."""
+    """The stored pool, then `judged`'s three. An InputError says "pool it first" when the
+    experiment has no pool."""
     from .pool import Pools
-    from .qrels import Qrels, as_dict
+    from .qrels import Qrels
 
     pool = Pools(experiments).get(exp.id)
     if pool is None:
@@ -225,18 +235,23 @@ def state(experiments, exp, metric: str, owner: str = "", methods: Optional[Sequ
         missing = [m for m in methods if m not in pool.methods]
         if missing:
             raise InputError(f"method(s) {', '.join(missing)} not in the pool (it holds {', '.join(pool.methods)})")
-    qrels = Qrels(experiments.traces)
-    prior = as_dict(qrels.effective(exp.id, owner, ("llm", "answer")))
-    grades = as_dict(qrels.effective(exp.id, owner))
-    person = {(j.question_id, j.passage_id) for j in qrels.all(exp.id, owner, "person", "ok")}
-    return pool, prior, grades, person
+    return (pool, *judged(Qrels(experiments.traces), exp.id, owner))
 
 
 def status_lines(experiments, exp, metric: str, owner: str = "", methods: Optional[Sequence[str]] = None,
                  rel: int = 2) -> list[str]:
     """Each method pair as it stands: settled (and on whose grades) or open (and how many grades
-    could change it). For `compare` and the Benchmark tab."""
-    pool, _, grades, person = state(experiments, exp, metric, owner, methods)
+    could change it). For `compare` and the Benchmark tab; [] where nothing can be bounded: a
+    metric other than P@k, no pool yet, or a pool shallower than k."""
+    from .pool import Pools
+    from .qrels import Qrels
+
+    if not metric.lower().startswith("p@"):
+        return []
+    pool = Pools(experiments).get(exp.id)
+    if pool is None or pool.depth < parse(metric, bounds=True)[1]:
+        return []
+    _, grades, person = judged(Qrels(experiments.traces), exp.id, owner)
     bs = bounds(pool, grades, person, metric, methods, rel)
     n_person = sum(1 for pp in pool.pairs if (pp.question_id, pp.passage_id) in person)
     out = [f"verdicts at {metric} with every grade no person gave left open ({n_person} of {len(pool.pairs)} "

@@ -72,10 +72,11 @@ def build_tab(state, experiments: Experiments, visitor):
         pid = d.pool.pairs[pos].passage_id
         return {p.id: p for p in kb.ctx.store.passages([pid])}
 
-    def show(exp_id: str, cur: dict, who: str, last_html: str = "", order: str = "queue"):
+    def show(exp_id: str, cur: dict, who: str, last_html: str = "", order: str = "queue", d=None):
+        """The pair at the cursor; `d`, the desk a grade or skip already opened (one read of the grades)."""
         c = Cursor.from_state(cur)
         try:
-            d = desk(exp_id, who)
+            d = d or desk(exp_id, who)
         except HopTraceError as e:
             return (gr.update(value=""), render.error_html(str(e)), last_html, {}, "")
         if c.experiment_id != d.exp.id:
@@ -118,13 +119,15 @@ def build_tab(state, experiments: Experiments, visitor):
 
     def step(exp_id, cur, who, delta: int, order: str):
         c = Cursor.from_state(cur)
+        d = None
         if delta < 0:
             c.back()
         elif order == "queue" and c.experiment_id:
-            c.move(desk(exp_id, who).next_in_queue(after=c.pos))   # skip: the queue's next pair
+            d = desk(exp_id, who)
+            c.move(d.next_in_queue(after=c.pos))   # skip: the queue's next pair
         else:
             c.move(c.pos + 1)
-        return show(exp_id, c.to_state(), who, order=order)
+        return show(exp_id, c.to_state(), who, order=order, d=d)
 
     def grade(exp_id, cur, who, g: int, order: str):
         c = Cursor.from_state(cur)
@@ -136,7 +139,7 @@ def build_tab(state, experiments: Experiments, visitor):
         c.last = c.pos
         c.move(d.next_in_queue() if order == "queue"
                else d.first_unjudged(c.pos + 1 if c.pos + 1 < len(d.pool.pairs) else 0))
-        return show(exp_id, c.to_state(), who, last, order)
+        return show(exp_id, c.to_state(), who, last, order, d)
 
     outs = [j_progress, j_pair, j_last, cursor, j_verdicts]
     j_go.click(pool_and_judge, [j_pick, j_depth, j_auto, visitor], j_log, concurrency_limit=1,

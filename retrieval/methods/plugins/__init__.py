@@ -5,6 +5,6 @@ returns to the KB's passages."""
 from __future__ import annotations
 
 from .kbview import KBView
-from .loader import load_all, load_endpoint, load_plugin, problems, user_methods
+from .loader import load_all, load_and_report, load_endpoint, load_plugin, problems, user_methods
 
-__all__ = ["KBView", "load_all", "load_endpoint", "load_plugin", "problems", "user_methods"]
+__all__ = ["KBView", "load_all", "load_and_report", "load_endpoint", "load_plugin", "problems", "user_methods"]

@@ -174,6 +174,15 @@ def load_all(plugins: Iterable[str] = (), urls: Iterable[str] = (), env: bool = 
     return names
 
 
+def load_and_report(plugins: Iterable[str] = (), urls: Iterable[str] = ()) -> list[str]:
+    """`load_all`, then one stderr line for each plugin that failed to load: how the CLI and the
+    app start."""
+    names = load_all(plugins, urls)
+    for p in problems():
+        print(f"hoptrace: warning: {p.line()}", file=sys.stderr, flush=True)
+    return names
+
+
 def user_methods() -> list[str]:
     """The methods that came from plugins and endpoints, in load order."""
     return [n for n in ORIGINS if n in METHODS]

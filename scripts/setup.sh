@@ -55,4 +55,9 @@ if [ "${1:-}" = "--test" ] && ! .venv-phoenix/bin/python -c "import phoenix.serv
   .venv-phoenix/bin/pip --disable-pip-version-check -q install "$PHOENIX" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 fi
+# The query encoder's ONNX export (~2 s, into $HOPTRACE_HOME/models), made once here so the app's
+# first start does not make it while the demo builds.
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
+  "from retrieval.encoders.embedder import get_embedder; get_embedder()._onnx_encoder()" 2>/dev/null \
+  || echo "note: the query encoder's ONNX export failed; queries run on torch (slower)"
 echo "setup done: $(.venv/bin/python -c 'import torch, sentence_transformers as s; print("torch", torch.__version__, "· sentence-transformers", s.__version__)')"

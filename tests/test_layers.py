@@ -2,6 +2,7 @@
 runs, naming the layer (methods/layers.py). `kb info` lists the layers and the methods they serve."""
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 
@@ -16,20 +17,32 @@ from retrieval.store import open_store
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 
 
+VECTORS = ("passages vectors", "triples vectors", "partial_triples vectors", "entities vectors", "predicates vectors",
+           "events vectors", "propositions vectors")
+
+
 @pytest.fixture(scope="module")
 def without(small_kb, tmp_path_factory):
-    """layer → a copy of the small KB built without that layer: its rows and its extractor's record gone."""
+    """unit → a copy of the small KB built without it: a layer's rows and its extractor's record
+    gone, or a layer's vectors gone (and no longer marked whole)."""
     out = {}
-    for layer in CHECKED:
-        path = tmp_path_factory.mktemp("layers") / f"no_{layer}.sqlite"
+    for unit in CHECKED + VECTORS:
+        path = tmp_path_factory.mktemp("layers") / f"no_{unit.replace(' ', '_')}.sqlite"
         shutil.copyfile(small_kb, path)
         con = sqlite3.connect(path)
         con.execute("PRAGMA foreign_keys = OFF")
-        con.execute(f"DELETE FROM {layer}")
-        con.execute("DELETE FROM extraction_state WHERE layer = ?", [layer])
+        if unit in VECTORS:
+            layer = unit.split()[0]
+            con.execute("DELETE FROM vectors WHERE layer = ?", [layer])
+            upto = json.loads(con.execute("SELECT value FROM meta WHERE key = 'vectors_upto'").fetchone()[0])
+            upto[layer] = 0
+            con.execute("UPDATE meta SET value = ? WHERE key = 'vectors_upto'", [json.dumps(upto)])
+        else:
+            con.execute(f"DELETE FROM {unit}")
+            con.execute("DELETE FROM extraction_state WHERE layer = ?", [unit])
         con.commit()
         con.close()
-        out[layer] = path
+        out[unit] = path
     return out
 
 
@@ -47,12 +60,14 @@ def test_every_method_declares_layers_the_kb_has(small_store):
 def test_a_method_on_a_kb_missing_each_of_its_layers_is_refused_naming_it(name, without, embedder):
     method_layers = make_method(name, Context(open_store(str(without["passages"])), embedder)).needs()
     assert method_layers
-    for layer in [x for x in method_layers if x in CHECKED]:
-        ctx = Context(open_store(str(without[layer])), embedder)
-        with pytest.raises(KBError, match=f"{name} needs the KB's {layer} layer, which KB .* does not have"):
+    for unit in [x for x in method_layers if x in without]:
+        ctx = Context(open_store(str(without[unit])), embedder)
+        named = unit if unit in VECTORS else f"{unit} layer"
+        with pytest.raises(KBError, match=rf"{name} needs the KB's {named}( \(and [^)]*\))?, which KB small "
+                                          "does not have: build it with `hoptrace build ... --methods"):
             make_method(name, ctx).run(Q, k=5)
-    # and a layer it does not read changes nothing
-    spare = next((x for x in CHECKED if x not in method_layers), None)
+    # and a unit it does not read changes nothing
+    spare = next((x for x in without if x not in method_layers), None)
     if spare is not None and not METHODS[name if name in METHODS else "gear"].uses_llm:
         run = make_method(name, Context(open_store(str(without[spare])), embedder)).run(Q, k=5)
         assert run.status == "ok", (name, spare, run.error)
@@ -77,8 +92,9 @@ def test_a_derived_layer_that_is_empty_is_not_a_missing_one(small_kb, tmp_path, 
 def test_kb_info_lists_the_layers_and_the_methods_they_serve(without):
     from retrieval.cli.kb import render_served
 
-    text = render_served(open_store(str(without["events"])).info())
+    text = render_served(open_store(str(without["events"])))
     assert "events —" in text and "passages ✓" in text
     served = text.split("serves: ")[1].split("\n")[0]
     assert "griever" in served and "bm25" in served and "sag" not in served
-    assert "sag (needs events)" in text
+    assert "sag (needs events, events vectors)" in text
+    assert "vectors: passages ✓" in text and "events —" in text.split("vectors: ")[1]

@@ -9,15 +9,19 @@ runs methods through ui/ask.py; stores every run with traces/storage/store.py. `
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from types import SimpleNamespace
+from typing import Callable
 
 import gradio as gr
 
 from retrieval.core.errors import HopTraceError
+from retrieval.corpus.datasets import DEMO
 from retrieval.encoders import onnx as onnx_encoder
-from retrieval.kb.presets import ensure_demo
-from retrieval.methods import METHODS, method_names
+from retrieval.kb.presets import build_dataset, demo_complete, demo_path
+from retrieval.methods import METHODS, method_names, targets
 from retrieval.methods.plugins import load_and_report
 from traces.storage.experiments import Experiments
 
@@ -28,13 +32,19 @@ from .state import AppState
 from .tabs import ask, benchmark, index, judge, qgen, traces
 
 
-def build(state: AppState) -> gr.Blocks:
-    kb_choices = state.kb_choices() or [("demo", "demo")]
+def first_kb(state: AppState) -> str:
+    """The KB the page opens on: the demo, else the first one served."""
     bad = state.kb_problems()
-    first = next((v for _, v in kb_choices if v not in bad), None)
+    first = next((v for _, v in state.kb_choices() if v not in bad), None)
     if first is None:
         raise HopTraceError("no KB can be served: " + "; ".join(f"{n}: {why}" for n, why in bad.items()))
-    demo_kb = state.kb(first)
+    return first
+
+
+def build(state: AppState) -> gr.Blocks:
+    kb_choices = state.kb_choices() or [("demo", "demo")]
+    first = first_kb(state)
+    demo_kb = state.kb(first, warm=False)  # warmed after the page is up (main)
     # What every tab may read: the state, the header's components and the other tabs' components.
     shell = SimpleNamespace(state=state, examples=[q.text for q in demo_kb.questions[:40]],
                             all_methods=method_names(), experiments=Experiments(state.traces),
@@ -90,9 +100,30 @@ def _wire_arrival(shell) -> None:
             return f"<span class='ht-err'>{render.esc(e)}</span>"
 
     app.load(backends_for, kb, backends)
+    _wire_readiness(shell, backends_for)
     if state.export is not None:  # a failing collector shows in the header at the next ask
         for btn in (run_btn, live_btn):
             btn.click(backends_for, kb, backends, queue=False, show_progress="hidden")
+
+
+def _wire_readiness(shell, backends_for) -> None:
+    """While a build makes a KB, the header, the KB list and the method pickers say each method's
+    state ("griever: ready in ~40 s"), refreshed every two seconds; nothing is sent when nothing
+    changed (a page with no build running gets no update)."""
+    state, kb, visitor, backends = shell.state, shell.kb, shell.visitor, shell.backends
+    pickers = shell.ask.pickers
+    last = gr.State(None)
+
+    def refresh(name, who, before):
+        seen = (name, state.readiness(name), tuple(state.building_kbs()))
+        if seen == before:
+            return (gr.skip(),) * (3 + len(pickers))
+        return (seen, backends_for(name), gr.update(choices=state.kb_choices(who)),
+                *ask.picker_infos(state, name))
+
+    outputs = [last, backends, kb, *pickers]
+    kb.change(refresh, [kb, visitor, last], outputs, queue=False, show_progress="hidden")
+    gr.Timer(2.0).tick(refresh, [kb, visitor, last], outputs, queue=False, show_progress="hidden")
 
 
 def _backends_line(state: AppState, open_kb) -> str:
@@ -104,8 +135,10 @@ def _backends_line(state: AppState, open_kb) -> str:
     failing = state.export.status() if state.export is not None else None
     exporting = (f"\n\n<span class='ht-err' id='export-failing'>⚠ {render.esc(_export_line(state, failing))}</span>"
                  if failing else "")
+    ready = state.readiness(open_kb.name)
+    methods = f"\n\n<span id='kb-readiness'>**Methods on this KB** {render.esc(ready)}</span>" if ready else ""
     return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
-            f"{llm_methods} and the answer step{where}{recovered}{exporting}")
+            f"{llm_methods} and the answer step{where}{recovered}{exporting}{methods}")
 
 
 def _export_line(state: AppState, status: str) -> str:
@@ -121,16 +154,72 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
     # fails is named here and in the Ask tab's "Yours" group, and everything else runs.
     load_and_report()
     onnx_encoder.serving_mode()
-    ensure_demo()
+    page_up = threading.Event()
+    building = not demo_complete()
+    demo_served = start_demo(page_up)
     state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public), otlp=otlp)
     state.start_llm()
+    demo_served()
     app = build(state)
+    if not building:
+        # The first question is not charged for loading the KB's vectors and the query encoder.
+        state.kb(first_kb(state)).ctx.warm()
+    # While the demo builds, BM25 answers before the query encoder has loaded: the page opens
+    # first. No thread is started here to load it: two threads importing the same packages for
+    # the first time can deadlock in Python's import locks (seen: the demo build's imports against
+    # a warm-up's), so the build loads it and a first dense question shares it (get_embedder).
     mode = "public mode (visitors kept apart, caps on)" if state.public.enabled else "local mode"
     if state.export is not None:
         mode += f", spans to {state.export.url}"
     print(f"HopTrace ready in {time.time() - t0:.1f} s, {mode} (KBs: {', '.join(state.kb_names())})", flush=True)
+    page_up.set()
     serve(app, state, server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
           server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+
+
+def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
+    """On a first start, the demo KB is built in the background and the page opens as soon as its
+    passages are stored (bm25 answers then); every other method joins as its layers land
+    (retrieval/kb/publish.py) and the header says when each will. A start after one that was
+    stopped mid-build resumes it the same way. Returns a wait for the demo to be served (at once
+    when it is whole). The build's first encoding waits for `page_up` (at most a minute): the page
+    comes first, then the cores go to the build."""
+    if demo_complete():
+        return lambda: None
+    failed: list[BaseException] = []
+
+    def hold(_status) -> None:
+        if page_up is not None and not page_up.is_set():
+            page_up.wait(60)
+
+    def run() -> None:
+        # The build yields the cores to visitors: a question asked while it encodes is answered
+        # at full speed (threads, and the workers it starts, inherit this nice value on Linux).
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+        try:
+            build_dataset(DEMO, progress=False, targets=targets(), listener=hold)
+            print("hoptrace: the demo KB is built; every method is served", flush=True)
+        except BaseException as e:  # the page keeps what was published; the log says why the rest is not
+            failed.append(e)
+            print(f"hoptrace: the demo KB's build stopped: {e}", file=sys.stderr, flush=True)
+
+    worker = threading.Thread(target=run, daemon=True, name="demo-build")
+    worker.start()
+
+    def served() -> None:
+        while not demo_path().exists():
+            if failed:
+                raise failed[0]
+            if not worker.is_alive():
+                raise HopTraceError("the demo KB's build ended without serving it; see the log above")
+            time.sleep(0.05)
+        print("hoptrace: serving the demo KB while it builds (bm25 first, then each method as its layers land)",
+              flush=True)
+
+    return served
 
 
 def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:

@@ -11,11 +11,13 @@ from pathlib import Path
 from retrieval.core.errors import HopTraceError, InputError
 from retrieval.core.paths import kb_dir
 from retrieval.core.records import Question
-from retrieval.encoders.embedder import get_embedder
+from retrieval.encoders.embedder import LazyEmbedder
 from retrieval.kb import db as kb_db
+from retrieval.kb.readiness import read_status
 from retrieval.llm import LLM, LLMSettings, get_llm
 from retrieval.llm.settings import PUBLIC_PROMPT_CACHE_MB
-from retrieval.methods import Context, uses_llm
+from retrieval.methods import Context, targets, units_of, uses_llm
+from retrieval.methods.layers import building, missing
 from retrieval.store import open_store
 from traces.storage.retention import Pruner, Retention
 from traces.storage.store import TraceStore, default_path
@@ -30,6 +32,7 @@ class OpenKB:
     ctx: Context
     questions: list[Question]
     gold_by_text: dict[str, list[str]] = field(default_factory=dict)
+    version: tuple = ()   # the file's (inode, size, mtime) when opened: a build's new snapshot reopens it
 
 
 class AppState:
@@ -142,12 +145,53 @@ class AppState:
                 cached = self._checked[path.name] = (key, kb_db.problem(path))
             if cached[1]:
                 out[path.stem] = cached[1]
-        for building in folder.glob("*.sqlite.building"):
-            name = building.name[: -len(".sqlite.building")]
+        for unfinished in folder.glob("*.sqlite.building"):
+            name = unfinished.name[: -len(".sqlite.building")]
             if not (folder / f"{name}.sqlite").exists():
-                out[name] = ("its build did not finish; run the same `hoptrace build` again to resume it "
+                status = read_status(folder / f"{name}.sqlite")
+                out[name] = ("its build has just started; it is served as soon as its passages are stored"
+                             if status is not None and status.alive else
+                             "its build did not finish; run the same `hoptrace build` again to resume it "
                              "(nothing is served from an unfinished build)")
         return out
+
+    def not_ready(self, name: str, methods) -> dict[str, str]:
+        """The methods of `methods` KB `name` cannot serve yet, each with its state ("ready in ~40 s",
+        "building", "not built (needs events)"); empty for a KB that serves them all."""
+        if name.startswith("es+"):
+            return {}
+        try:
+            store = self.kb(name).ctx.store
+        except HopTraceError:
+            return {}
+        status = building(store)
+        out = {}
+        for m in methods:
+            try:
+                lacks = missing(store, units_of(m))
+            except KeyError:  # a plugin: it reads the passages and their vectors
+                lacks = missing(store, ("passages", "passages vectors"))
+            if lacks:
+                out[m] = status.state(m) if status is not None else f"not built (needs {', '.join(lacks)})"
+        return out
+
+    def readiness(self, name: str) -> str | None:
+        """Each method's state on KB `name` while a build is making it, or when a build served only
+        some methods ("griever: ready in ~40 s"); None for a KB that serves every method."""
+        names = list(targets())
+        waiting = self.not_ready(name, names)
+        if not waiting:
+            return None
+        return " · ".join(f"{m}: {waiting.get(m, 'ready')}" for m in names)
+
+    def building_kbs(self) -> list[str]:
+        """KBs a running build is making (the page refreshes their states)."""
+        out = []
+        for path in kb_dir().glob("*.sqlite.status.json"):
+            status = read_status(path.with_name(path.name[: -len(".status.json")]))
+            if status is not None and status.alive:
+                out.append(status.kb)
+        return sorted(out)
 
     def kb_choices(self, visitor: str | None = None) -> list[tuple[str, str]]:
         """The Knowledge base list: every usable KB, then those not served, each marked with why
@@ -156,7 +200,8 @@ class AppState:
         listed = self.kb_names(visitor)
         extra = sorted(n for n in bad if n not in listed
                        and (not self.public.enabled or self.kb_owners.may_use(n, visitor or "")))
-        return ([(n, n) for n in listed if n not in bad]
+        growing = set(self.building_kbs())
+        return ([(f"{n} — building" if n in growing else n, n) for n in listed if n not in bad]
                 + [(f"{n} — not served: {bad[n]}", n) for n in listed + extra if n in bad])
 
     def check_kb(self, name: str, visitor: str) -> None:
@@ -164,25 +209,40 @@ class AppState:
         if self.public.enabled and not self.kb_owners.may_use(name, visitor):
             raise LimitError(f"no KB named {name!r} on this demo; pick one from the Knowledge base list")
 
-    def kb(self, name: str) -> OpenKB:
+    def kb(self, name: str, warm: bool = True) -> OpenKB:
+        """KB `name`, opened once per version of its file. `warm` loads its vectors and the query
+        encoder now; without it they load on first use (the page opens before the model has)."""
         if not name.startswith("es+"):
             why = self.kb_problems().get(name)
             if why:
                 raise InputError(f"KB {name!r} is not served: {why}")
+        version = () if name.startswith("es+") else _file_version(kb_dir() / f"{name}.sqlite")
         with self._lock:
-            if name not in self._kbs:
+            held = self._kbs.get(name)
+            if held is None or held.version != version:
+                # A building KB is replaced by each snapshot that serves more methods: the next
+                # request opens the new one; runs already going keep the one they started on.
                 store = open_store(name if name.startswith("es+") else str(kb_dir() / f"{name}.sqlite"))
-                ctx = Context(store, get_embedder(store.info().embed_model), self.llm, profile=self.profile)
-                ctx.warm()
+                ctx = Context(store, LazyEmbedder(store.info().embed_model), self.llm, profile=self.profile)
+                if warm:
+                    ctx.warm()
                 questions = store.questions()
                 self._kbs[name] = OpenKB(name, ctx, questions,
-                                         {q.text: q.gold_passage_ids for q in questions})
+                                         {q.text: q.gold_passage_ids for q in questions}, version)
             return self._kbs[name]
 
     def forget(self, name: str) -> None:
         """After a rebuild, reopen the KB on next use."""
         with self._lock:
             self._kbs.pop(name, None)
+
+
+def _file_version(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def live_export(flag: str | None):

@@ -45,6 +45,13 @@ def add_parsers(sub) -> None:
     b.add_argument("--store", default=None, metavar="es+http://HOST:9200/PREFIX",
                    help="after building, push the KB to this Elasticsearch cluster (incremental); then use "
                         "--kb es+http://HOST:9200/PREFIX with ask, bench and the app")
+    b.add_argument("--methods", default=None, metavar="M1,M2",
+                   help="build only the layers these methods read (e.g. griever,dense), each served as soon as "
+                        "its layers are whole; on an existing KB, add just the layers they lack. Default: every "
+                        "method, the nearest to ready first")
+    b.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                   help="where the build encodes: auto (default: CUDA when torch sees a GPU, else every CPU "
+                        "core), cpu, or cuda")
     b.add_argument("--embed-model", default=None, help="all-MiniLM-L6-v2 (default) | all-mpnet-base-v2")
     b.add_argument("--precision", choices=["fp32", "bf16", "int8"], default=None,
                    help="the build encoder: fp32; bf16 (the same model under bf16 autocast, vectors within "
@@ -61,6 +68,8 @@ def cmd_build(args) -> int:
     from ..corpus.datasets import get_dataset
     from ..encoders.embedder import DEFAULT_MODEL
     from ..kb.presets import ALL_LAYERS, ExtractionPlan, build_from_files, dataset_out
+    from ..kb.readiness import readiness_line
+    from ..methods import targets
 
     model = args.embed_model or DEFAULT_MODEL
     layers = tuple(x.strip() for x in args.layers.split(",") if x.strip()) if args.layers else ALL_LAYERS
@@ -82,6 +91,7 @@ def cmd_build(args) -> int:
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out
     plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size, args.propositions, args.reads)
     plan.check()
+    serve = targets([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None)
     if args.store:
         from ..store.elastic import parse_spec
         parse_spec(args.store)  # a bad spec fails before the build, not after it
@@ -90,10 +100,11 @@ def cmd_build(args) -> int:
     before = _llm_done(out, plan)
     report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
                               progress=not args.quiet, plan=plan, sample=args.sample,
-                              retry_failed=args.retry_failed, precision=args.precision)
+                              retry_failed=args.retry_failed, precision=args.precision, targets=serve,
+                              device=args.device)
     d = report.as_dict()
     if report.reused:
-        print(f"reused: {d['passages_total']} passages, nothing new to add"
+        print(f"reused: {d['passages_total']} passages and every layer asked for, nothing new to add"
               f"{' and no failed passage to retry' if args.retry_failed else ''}; {d['size_bytes'] / 1e6:.1f} MB")
         print(report.path)
         _push(args, out)
@@ -104,9 +115,11 @@ def cmd_build(args) -> int:
           f"extracted: {d['extracted']}; failed: {d['failed'] or 0}; malformed items skipped: "
           f"{d['malformed_triples']}; embedded: {d['embedded']}; same_as pairs: {d['same_as_pairs']}; "
           f"{d['seconds']} s; {d['size_bytes'] / 1e6:.1f} MB")
+    print(readiness_line(report.ready_at))
     if report.embedded:
         print(f"encoded: {sum(report.encoded.values()):,} distinct texts for {sum(report.embedded.values()):,} "
-              f"vectors ({report.encoder}); steps: " + ", ".join(f"{k} {v} s" for k, v in report.steps.items()))
+              f"vectors ({report.encoder} on {report.device}); steps: "
+              + ", ".join(f"{k} {v} s" for k, v in report.steps.items()))
         print("  " + " · ".join(f"{layer} {report.encoded[layer]:,} texts {report.embed_seconds[layer]} s"
                                 for layer in report.embedded))
     for run in report.llm:

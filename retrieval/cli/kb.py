@@ -15,32 +15,45 @@ def add_parsers(sub) -> None:
 def cmd_kb(args) -> int:
     from ..store import open_store
 
-    info = open_store(args.kb).info()
+    store = open_store(args.kb)
+    info = store.info()
     if args.json:
         print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
                           "embed_dim": info.embed_dim, "counts": info.counts, "extraction": info.extraction,
                           "meta": info.meta}, indent=1))
         return 0
     print(render_kb_info(info))
-    print(render_served(info))
+    print(render_served(store))
     return 0
 
 
-def render_served(info) -> str:
-    """Which methods this KB's layers serve, and what each of the others lacks (methods/layers.py)."""
-    from ..methods import METHODS
-    from ..methods.layers import CHECKED, LAYERS, held
+def render_served(store) -> str:
+    """Which units this KB holds whole, the methods they serve, and what each of the others lacks
+    (methods/layers.py), or, while a build makes it, when each will be ready."""
+    from ..kb.readiness import EMBEDDED_LAYERS, vectors
+    from ..methods import targets
+    from ..methods.layers import LAYERS, building, held, missing
 
-    have = held(info)
+    info = store.info()
+    whole = getattr(store, "whole_units", lambda: None)()
+    have = held(info) if whole is None else whole
+    status = building(store)
     ready, not_ready = [], []
-    for name, cls in METHODS.items():
-        lacks = [layer for layer in getattr(cls, "layers", ()) if layer in CHECKED and layer not in have]
-        (not_ready.append(f"{name} (needs {', '.join(lacks)})") if lacks else ready.append(name))
+    for name, units in targets().items():
+        lacks = missing(store, units)
+        if not lacks:
+            ready.append(name)
+        else:
+            not_ready.append(f"{name} ({status.state(name)})" if status is not None
+                             else f"{name} (needs {', '.join(lacks)})")
     lines = ["layers: " + ", ".join(f"{layer} {'✓' if layer in have else '—'}" for layer in LAYERS)
-             + " (— : empty or not built)",
-             "serves: " + (", ".join(ready) or "no method")]
+             + " (— : empty or not built)"]
+    if whole is not None:
+        lines.append("vectors: " + ", ".join(f"{layer} {'✓' if vectors(layer) in whole else '—'}"
+                                             for layer in EMBEDDED_LAYERS))
+    lines.append("serves: " + (", ".join(ready) or "no method"))
     if not_ready:
-        lines.append("not served: " + "; ".join(not_ready))
+        lines.append(("building: " if status is not None else "not served: ") + "; ".join(not_ready))
     return "\n".join(lines)
 
 
@@ -48,7 +61,8 @@ def render_kb_info(info) -> str:
     """`hoptrace kb info`: what the KB holds, who extracted it, what failed and what the LLM cost."""
     lines = [f"{info.meta.get('name', '?')} · {info.backend} · {info.location}",
              f"embedder: {info.embed_model} ({info.embed_dim}-d), vectors from the "
-             f"{info.meta.get('embed_precision', 'fp32')} encoder",
+             f"{info.meta.get('embed_precision', 'fp32')} encoder on "
+             f"{info.meta.get('embed_device') or 'cpu (built before devices were recorded)'}",
              "counts: " + ", ".join(f"{k} {v:,}" for k, v in info.counts.items())]
     if info.extraction:
         lines.append("extraction (passages per layer):")

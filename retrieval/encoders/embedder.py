@@ -228,3 +228,25 @@ def get_embedder(name: str = DEFAULT_MODEL) -> Embedder:
         if name not in _cache:
             _cache[name] = Embedder(name)
         return _cache[name]
+
+
+# Each model's vector size, known without loading it (checked against the loaded model below).
+DIMS = {"all-MiniLM-L6-v2": 384, "all-mpnet-base-v2": 768}
+
+
+class LazyEmbedder:
+    """An embedder that loads its model on first use. A build needs only the model's name and
+    vector size to store passages and serve BM25; the app's first start publishes the demo's
+    passages while the model loads (retrieval/kb/publish.py)."""
+
+    def __init__(self, name: str = DEFAULT_MODEL):
+        if name not in MODELS:
+            raise ConfigError(f"unknown embedding model {name!r}; choose one of {sorted(MODELS)}")
+        self.name = name
+        self.dim = DIMS[name]
+
+    def __getattr__(self, attr: str):
+        real = get_embedder(self.name)
+        if real.dim != self.dim:
+            raise ConfigError(f"{self.name}: the model gives {real.dim}-d vectors, not {self.dim}")
+        return getattr(real, attr)

@@ -24,20 +24,28 @@ class Worker(Protocol):
 
 
 class ParallelEncoder:
-    def __init__(self, workers: Sequence[Worker], precision: str):
+    def __init__(self, workers: Sequence[Worker], precision: str, device: str = "cpu"):
         self.workers = list(workers)
         self.precision = precision
+        self.device = device
         self.tokenizer = self.workers[0].tokenizer
         self.max_length = self.workers[0].max_length
 
     @property
     def runtime(self) -> str:
+        if self.device == "cuda":
+            return "torch cuda"
         return "torch" if self.precision == "bf16" else "onnxruntime"
 
     @classmethod
-    def load(cls, embedder: Loaded, precision: str = "fp32", workers: int = 0) -> Optional["ParallelEncoder"]:
+    def load(cls, embedder: Loaded, precision: str = "fp32", workers: int = 0,
+             device: str = "cpu") -> Optional["ParallelEncoder"]:
         """None when an ONNX precision cannot load (no onnxruntime, a failed export): the caller
-        falls back to the torch model in fp32."""
+        falls back to the torch model in fp32. On CUDA: one worker, the model on the GPU."""
+        if device == "cuda":
+            from .device import CudaEncoder
+
+            return cls([CudaEncoder.load(embedder, precision)], precision, device)
         n = workers or os.cpu_count() or 1
         if precision == "bf16":
             from .bf16 import Bf16Encoder

@@ -25,6 +25,9 @@ from .embed import EmbedSettings, embed_layers, env_precision, same_kind
 from .extract.base import Extractor, label
 from .normalize import normalize_entity
 from .progress import BuildProgress, BuildStatus
+from .publish import PRIOR_EXTRACT_S_PER_PASSAGE, Costs, Publisher, Step, vector_groups
+from .readiness import DERIVED_FROM_TRIPLES, is_vectors, layer_of, vectors, whole_units
+from .schema import EMBEDDED_LAYERS
 from .synonyms import DEFAULT_THRESHOLD, derive_same_as
 
 CHUNK = 256
@@ -51,6 +54,10 @@ class BuildReport:
     seconds: float = 0.0
     size_bytes: int = 0
     reused: bool = False
+    precision: str = ""
+    device: str = ""
+    ready_at: list = field(default_factory=list)              # [(seconds, [methods])]: when each became ready
+    snapshots: int = 0                                        # times the KB was published before its end
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -62,34 +69,57 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
              questions: Optional[list[Question]] = None, name: Optional[str] = None,
              progress: bool = True, synonym_threshold: float = DEFAULT_THRESHOLD,
              retry_failed: bool = False, precision: Optional[str] = None,
-             listener: Optional[Callable[[BuildStatus], None]] = None) -> BuildReport:
+             listener: Optional[Callable[[BuildStatus], None]] = None,
+             targets: Optional[dict[str, tuple[str, ...]]] = None, device: Optional[str] = None) -> BuildReport:
     """Create or extend the KB at `path`; return what was done.
 
+    `targets`: the methods to serve, each with the KB units it needs (methods/layers.py
+    `targets`), the first listed first. With them the build makes only those units (and keeps
+    whole every unit the KB already has), serves each method as soon as its units are whole
+    (publish.py) and keeps a status file the app reads; without them it makes every layer its
+    extractors fill and publishes once, at its end.
     `retry_failed` first forgets the failed passages of the extractors' layers, so only
     those are extracted again (every other passage keeps what it has). `precision` is the
     build encoder's (fp32 | bf16 | int8); by default an int8 KB stays int8 and any other takes
-    this machine's default (bf16 where the CPU has it, else fp32). `listener`
-    hears every progress update (the app's Index tab); `progress` draws terminal bars."""
+    this machine's default (bf16 where the CPU has it, else fp32). `device`: auto | cpu | cuda
+    (auto: CUDA when torch sees a GPU). `listener` hears every progress update (the app's Index
+    tab); `progress` draws terminal bars."""
     path = Path(path)
     t0 = time.time()
     report = BuildReport(path)
     layers = sorted({layer for ex in extractors for layer in ex.layers})
-    if _nothing_new(path, embedder, passages, questions, layers if retry_failed else []):
+    asked = _asked_units(targets)
+    if _nothing_new(path, embedder, passages, questions, layers if retry_failed else [], asked):
         report.passages_total = len(passages)
         report.reused = True
         report.size_bytes = path.stat().st_size
         return report
-    settings = EmbedSettings.from_env(_precision_for(path, precision or env_precision()))
+    settings = EmbedSettings.from_env(_precision_for(path, precision or env_precision()), device)
     work = _working_copy(path, embedder)
     con = db.connect(work)
     shown = BuildProgress(bars=progress, listener=listener, precision=settings.precision)
+    pub = Publisher(path, targets, t0, announce=_to_terminal if progress else None)
+    shown.on_update = lambda st: pub.tick()
     try:
+        wanted = _wanted(con, extractors, asked)
+        extractors = _restricted(extractors, wanted)
+        costs = Costs(con, settings.precision, max((getattr(ex, "seconds_per_passage", 0.0) for ex in extractors),
+                                                   default=0.0) or PRIOR_EXTRACT_S_PER_PASSAGE)
         report.passages_added = _add_passages(con, passages)
         if questions:
             report.questions = _add_questions(con, questions)
         if retry_failed:
             _forget_failures(con, extractors, layers, report)
-        shown.to_embed_passages = _passages_without_vectors(con)
+        pub.plan(_plan(con, wanted, targets, costs, extractors))
+        pub.step_done(con)                                        # passages: bm25
+        step = time.perf_counter()
+        if vectors("passages") in wanted:
+            shown.to_embed_passages = _passages_without_vectors(con)
+            emb = embed_layers(con, embedder, settings, shown, only=["passages"])
+            _add_embedding(report, emb)
+            costs.measured("passages", emb.encoded.get("passages", 0), emb.seconds.get("passages", 0.0))
+            pub.step_done(con)                                    # passages' vectors: dense
+        report.steps["embed passages"] = round(time.perf_counter() - step, 1)
         step = time.perf_counter()
         for ex in extractors:
             _extract(con, ex, report, shown)
@@ -101,36 +131,114 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         _derive_entities(con)
         _derive_partial_triples(con)
         report.steps["derive"] = round(time.perf_counter() - step, 1)
+        whole = whole_units(con)
+        groups = vector_groups(targets, whole, wanted, lambda u: costs.unit(u, whole))
+        pub.plan(groups, whole)
         step = time.perf_counter()
-        emb = embed_layers(con, embedder, settings, shown)
-        report.embedded, report.encoded, report.embed_seconds = emb.items, emb.encoded, emb.seconds
-        report.encoder = emb.encoder
-        report.steps["embed"] = round(time.perf_counter() - step, 1)
-        step = time.perf_counter()
-        report.same_as_pairs = derive_same_as(con, threshold=synonym_threshold)
-        report.steps["synonyms"] = round(time.perf_counter() - step, 1)
+        synonyms_s = 0.0
+        for group in groups:
+            shown.to_embed_passages = _passages_without_vectors(con)
+            emb = embed_layers(con, embedder, settings, shown,
+                               only=[layer_of(u) for u in group.units if is_vectors(u)])
+            _add_embedding(report, emb)
+            if "same_as" in group.units:
+                s0 = time.perf_counter()
+                report.same_as_pairs += derive_same_as(con, threshold=synonym_threshold)
+                synonyms_s += time.perf_counter() - s0
+            pub.step_done(con)
+        report.steps["embed"] = round(time.perf_counter() - step - synonyms_s, 1)
+        report.steps["synonyms"] = round(synonyms_s, 1)
         with con:
-            if emb.items:
-                db.set_meta(con, "embed_precision", emb.precision)
+            if report.embedded:
+                db.set_meta(con, "embed_precision", report.precision)
+                db.set_meta(con, "embed_device", report.device)
             if name:
                 db.set_meta(con, "name", name)
             db.set_meta(con, "extractors", _extractor_labels(con))
             report.failed_total = _failure_counts(con)
             report.passages_total = con.execute("SELECT count(*) FROM passages").fetchone()[0]
             report.seconds = round(time.time() - t0, 1)
+            report.ready_at = pub.order()
+            report.snapshots = pub.snapshots
             db.set_meta(con, "last_build", {k: v for k, v in report.as_dict().items() if k != "path"})
             db.set_meta(con, "complete", True)
+    except BaseException:
+        pub.abandon()
+        raise
     finally:
         con.close()
     os.replace(work, path)
+    pub.finish()
     report.size_bytes = path.stat().st_size
     return report
 
 
+def _to_terminal(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+def _asked_units(targets: Optional[dict[str, tuple[str, ...]]]) -> Optional[frozenset[str]]:
+    return None if targets is None else frozenset(u for units in targets.values() for u in units)
+
+
+def _wanted(con: sqlite3.Connection, extractors: list[Extractor], asked: Optional[frozenset[str]]) -> frozenset[str]:
+    """The units this build makes whole: those asked for (every unit its extractors lead to, when
+    nothing is), and every unit the KB already has whole, so an append leaves no layer behind."""
+    if asked is None:
+        made = {layer for ex in extractors for layer in ex.layers}
+        rows = {"passages"} | made | ({"entities"} if made else set()) | (
+            set(DERIVED_FROM_TRIPLES) if "triples" in made else set())
+        keep = rows | set(whole_units(con))
+        return frozenset(keep | {vectors(x) for x in keep if x in EMBEDDED_LAYERS} | ({"same_as"} if made else set()))
+    keep = set(asked) | set(whole_units(con))
+    if "same_as" in keep:
+        keep.add(vectors("entities"))
+    return frozenset(keep | {"passages"})
+
+
+def _restricted(extractors: list[Extractor], wanted: frozenset[str]) -> list[Extractor]:
+    """Only the extractors (and, where one can, only the layers) the wanted units need. An LLM
+    extractor's single read fills all its layers at once: it runs whole or not at all."""
+    out = []
+    for ex in extractors:
+        mine = frozenset(ex.layers) & wanted
+        if not mine:
+            continue
+        if mine != frozenset(ex.layers) and getattr(ex, "layers_separable", False):
+            ex.layers = mine
+        out.append(ex)
+    return out
+
+
+def _plan(con: sqlite3.Connection, wanted: frozenset[str], targets, costs: Costs,
+          extractors: list[Extractor]) -> list[Step]:
+    """The whole build's steps as first estimated (for the status file's 'ready in ~N s')."""
+    whole = whole_units(con)
+    steps = [Step("passages", ("passages",), 0.0)]
+    if vectors("passages") in wanted and vectors("passages") not in whole:
+        steps.append(Step("passages' vectors", (vectors("passages"),), costs.unit(vectors("passages"), whole)))
+    made = tuple(sorted({layer for ex in extractors for layer in ex.layers}))
+    if made:
+        derived = (("entities",) + (DERIVED_FROM_TRIPLES if "triples" in made else ()))
+        steps.append(Step("extract", made + derived, max(costs.unit(layer, whole) for layer in made)))
+    assumed = whole | set(made) | {"entities"} | set(DERIVED_FROM_TRIPLES)
+    return steps + vector_groups(targets, frozenset(assumed), wanted, lambda u: costs.unit(u, whole))
+
+
+def _add_embedding(report: BuildReport, emb) -> None:
+    for key, into in (("items", report.embedded), ("encoded", report.encoded), ("seconds", report.embed_seconds)):
+        for layer, v in getattr(emb, key).items():
+            into[layer] = round(into.get(layer, 0) + v, 1) if key == "seconds" else into.get(layer, 0) + v
+    if emb.encoder:
+        report.encoder, report.precision, report.device = emb.encoder, emb.precision, emb.device
+
+
 def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questions: Optional[list[Question]],
-                 retry_layers: list[str]) -> bool:
-    """A finished KB that already holds every passage and question (and, when retrying,
-    has no failed passage in those layers): reuse it untouched."""
+                 retry_layers: list[str], asked: Optional[frozenset[str]] = None) -> bool:
+    """A finished KB that already holds every passage and question, every unit asked for (and,
+    when retrying, has no failed passage in those layers): reuse it untouched."""
     if not path.exists() or db.building_path(path).exists():
         return False
     con = db.connect(path, readonly=True)
@@ -141,9 +249,10 @@ def _nothing_new(path: Path, embedder: Embedder, passages: list[Passage], questi
         have = {r[0] for r in con.execute("SELECT id FROM passages")}
         have_q = {r[0] for r in con.execute("SELECT id FROM questions")}
         failed = sum(_failure_counts(con, retry_layers).values()) if retry_layers else 0
+        lacking = bool(asked and not asked <= whole_units(con))
     finally:
         con.close()
-    return (not failed and all(p.id in have for p in passages)
+    return (not failed and not lacking and all(p.id in have for p in passages)
             and all(q.id in have_q for q in questions or []))
 
 
@@ -194,6 +303,11 @@ def _working_copy(path: Path, embedder: Embedder) -> Path:
         shutil.copyfile(path, work)
         con = db.connect(work)
         with con:
+            if db.get_meta(con, "vectors_upto") is None and db.get_meta(con, "complete", False):
+                # A KB finished before builds marked their vectors had every layer's: say so, since
+                # the copy stops being 'complete' now.
+                db.set_meta(con, "vectors_upto", {layer: con.execute(
+                    f"SELECT coalesce(max(rowid), 0) FROM {layer}").fetchone()[0] for layer in EMBEDDED_LAYERS})
             db.set_meta(con, "complete", False)
         con.close()
         return work

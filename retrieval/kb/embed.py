@@ -20,13 +20,18 @@ import numpy as np
 
 from ..core.envvars import positive_number
 from ..core.errors import ConfigError
+from ..encoders.device import DEVICES, resolve_device
+from ..encoders.device import describe as describe_device
 from ..encoders.embedder import Embedder
+from . import db
 from .progress import BuildProgress
 from .schema import EMBEDDED_LAYERS
 
 PRECISIONS = ("fp32", "bf16", "int8")
 KIND = {"fp32": "full", "bf16": "full", "int8": "int8"}  # precisions whose vectors may share a KB
-CHUNK_TEXTS = 4096   # texts encoded between two commits
+# Seconds of encoding between two commits of vectors: a killed build loses at most that much (and
+# the batches in flight); a resumed one encodes only texts with no stored vector.
+FLUSH_S = 1.0
 MAX_BATCH = 128
 
 
@@ -60,22 +65,26 @@ class EmbedSettings:
     workers: int = 0
     token_budget: int = 512
     dedupe: bool = True
+    device: str = "auto"     # auto | cpu | cuda (encoders/device.py)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ConfigError(f"encoder precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
         if self.token_budget < 1 or self.workers < 0:
             raise ConfigError("token_budget must be at least 1 and workers at least 0")
+        if self.device not in DEVICES:
+            raise ConfigError(f"device {self.device!r}: choose one of {', '.join(DEVICES)}")
 
     @classmethod
-    def from_env(cls, precision: Optional[str] = None) -> "EmbedSettings":
+    def from_env(cls, precision: Optional[str] = None, device: Optional[str] = None) -> "EmbedSettings":
         """`precision`, else HOPTRACE_BUILD_PRECISION, else `default_precision()`; with
         HOPTRACE_BUILD_WORKERS, _TOKEN_BUDGET and _DEDUPE (0 = off). A bad value is a ConfigError
         naming the variable."""
         workers = positive_number("HOPTRACE_BUILD_WORKERS")
         budget = positive_number("HOPTRACE_BUILD_TOKEN_BUDGET")
         return cls(precision=precision or env_precision() or default_precision(), workers=int(workers or 0),
-                   token_budget=int(budget or 512), dedupe=os.environ.get("HOPTRACE_BUILD_DEDUPE", "1") != "0")
+                   token_budget=int(budget or 512), dedupe=os.environ.get("HOPTRACE_BUILD_DEDUPE", "1") != "0",
+                   device=device or os.environ.get("HOPTRACE_BUILD_DEVICE", "").strip() or "auto")
 
 
 @dataclass
@@ -85,15 +94,47 @@ class EmbedReport:
     seconds: dict[str, float] = field(default_factory=dict)
     precision: str = "fp32"
     encoder: str = ""                                       # "onnxruntime fp32 ×2", "torch bf16 ×2", …
+    device: str = ""                                        # "cpu (2 cores)", "cuda (NVIDIA H200)"
 
 
-def missing_items(con: sqlite3.Connection) -> dict[str, list[tuple[int, str]]]:
-    """Per layer, (rowid, text) of the items that have no vector yet."""
+def missing_items(con: sqlite3.Connection, layers=None) -> dict[str, list[tuple[int, str]]]:
+    """Per layer (all, or `layers`), (rowid, text) of the items that have no vector yet."""
     out = {}
     for layer in EMBEDDED_LAYERS:
+        if layers is not None and layer not in layers:
+            continue
         done = {r[0] for r in con.execute("SELECT item_rowid FROM vectors WHERE layer=?", (layer,))}
         out[layer] = [(rid, text) for rid, text in con.execute(EMBEDDED_LAYERS[layer]) if rid not in done]
     return out
+
+
+def stored_vectors(con: sqlite3.Connection, texts: set[str], skip) -> dict[str, bytes]:
+    """Vectors another layer already holds for any of `texts`: a build that embeds one method's
+    layers at a time still encodes each distinct text once."""
+    out: dict[str, bytes] = {}
+    if not texts:
+        return out
+    for layer, sql in EMBEDDED_LAYERS.items():
+        if layer in skip:
+            continue
+        rows = [(rid, t) for rid, t in con.execute(sql) if t in texts and t not in out]
+        for start in range(0, len(rows), 500):
+            part = dict(rows[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for rid, vec in con.execute(f"SELECT item_rowid, vec FROM vectors WHERE layer=? AND item_rowid IN "
+                                        f"({marks})", (layer, *part)):
+                out.setdefault(part[rid], vec)
+    return out
+
+
+def mark_whole(con: sqlite3.Connection, layers) -> None:
+    """Record that every item of `layers` up to its current last rowid has its vector
+    (readiness.whole_units reads it)."""
+    upto = dict(db.get_meta(con, "vectors_upto", {}) or {})
+    for layer in layers:
+        upto[layer] = con.execute(f"SELECT coalesce(max(rowid), 0) FROM {layer}").fetchone()[0]
+    with con:
+        db.set_meta(con, "vectors_upto", upto)
 
 
 def _batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
@@ -120,10 +161,12 @@ class _Encoder:
 
         self.embedder = embedder
         self.texts = texts
-        self.par = ParallelEncoder.load(embedder, settings.precision, settings.workers)
+        device = resolve_device(settings.device, settings.precision)
+        self.par = ParallelEncoder.load(embedder, settings.precision, settings.workers, device)
         self.precision = settings.precision if self.par is not None else "fp32"
         self.label = (f"{self.par.runtime} {self.precision} ×{len(self.par.workers)}" if self.par
                       else "torch fp32")
+        self.device = describe_device(device)
         self.budget = settings.token_budget
         self.ids = self.par.tokenize(texts) if self.par is not None else None
         self.lengths = [len(x) for x in self.ids] if self.ids is not None else [len(t) // 4 + 2 for t in texts]
@@ -148,10 +191,15 @@ class _Tally:
         self.t0 = time.perf_counter()
         self.layer, self.layer_left = "", 0
         self.got: dict[str, np.ndarray] = {}
+        self.flush = lambda: None
+        self.flushed = time.perf_counter()
 
     def batch_done(self, batch, vectors) -> None:
         for j, v in zip(batch, vectors):
             self.got[self.texts[j]] = v.astype(np.float16)
+        if time.perf_counter() - self.flushed >= FLUSH_S:
+            self.flush()
+            self.flushed = time.perf_counter()
         ntok = sum(self.lengths[j] for j in batch)
         self.tokens_left -= ntok
         self.tokens_done += ntok
@@ -167,13 +215,30 @@ class _Tally:
 
 
 def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSettings,
-                 progress: BuildProgress) -> EmbedReport:
-    """Write a vector for every item of every layer that has none."""
+                 progress: BuildProgress, only=None) -> EmbedReport:
+    """Write a vector for every item of every layer (or of the layers `only` names) that has
+    none, and mark those layers whole."""
     report = EmbedReport(precision=settings.precision)
-    todo = missing_items(con)
-    layers = [layer for layer in EMBEDDED_LAYERS if todo[layer]]
+    todo = missing_items(con, only)
+    asked = list(todo)
+    layers = [layer for layer in EMBEDDED_LAYERS if todo.get(layer)]
     if not layers:
+        mark_whole(con, asked)
         return report
+    if settings.dedupe and only is not None:
+        # Texts another layer already holds a vector for are copied, not encoded again.
+        reuse = stored_vectors(con, {t for layer in layers for _, t in todo[layer]}, skip=set(layers))
+        for layer in layers:
+            rows = [(layer, rid, reuse[t]) for rid, t in todo[layer] if t in reuse]
+            if rows:
+                with con:
+                    con.executemany("INSERT OR REPLACE INTO vectors(layer, item_rowid, vec) VALUES(?,?,?)", rows)
+                report.items[layer] = len(rows)
+            todo[layer] = [(rid, t) for rid, t in todo[layer] if t not in reuse]
+        layers = [layer for layer in layers if todo[layer]]
+        if not layers:
+            mark_whole(con, asked)
+            return report
     # Each layer's distinct texts; with dedupe, only those no earlier layer holds.
     per_layer_texts: dict[str, list[str]] = {}
     earlier: set[str] = set()
@@ -189,10 +254,10 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
 
     texts = [t for layer in layers for t in per_layer_texts[layer]]
     enc = _Encoder(embedder, settings, texts)
-    report.precision, report.encoder = enc.precision, enc.label
+    report.precision, report.encoder, report.device = enc.precision, enc.label, enc.device
     lengths = enc.lengths
     tally = _Tally(progress, lengths, texts, sum(lengths))
-    progress.entities = len(todo["entities"])
+    progress.entities = len(todo.get("entities", ()))
     progress.start(f"embed {layers[0]}", len(texts), "text")
     carry: dict[str, np.ndarray] = {}  # vectors a later layer still needs
     lo = 0  # where the layer's own texts start in `texts`
@@ -206,11 +271,10 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
             items_of.setdefault(text, []).append(rid)
         pending = [(rid, t) for rid, t in todo[layer] if t in carry] if settings.dedupe else []
         tally.layer, tally.layer_left = layer, n
-        for c in range(0, max(n, 1), CHUNK_TEXTS):
-            chunk = idx[c:c + CHUNK_TEXTS]
-            tally.got = {}
-            if chunk:
-                enc.encode(chunk, tally.batch_done)
+
+        def flush(layer=layer, i=i, items_of=items_of) -> None:
+            """Store what the finished batches encoded (called from the encoding loop's thread)."""
+            nonlocal pending
             rows = [(layer, rid, v.tobytes()) for t, v in tally.got.items() for rid in items_of.get(t, ())]
             rows += [(layer, rid, carry[t].tobytes()) for rid, t in pending]
             pending = []
@@ -218,11 +282,18 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
                 con.executemany("INSERT OR REPLACE INTO vectors(layer, item_rowid, vec) VALUES(?,?,?)", rows)
             if settings.dedupe:
                 carry.update((t, v) for t, v in tally.got.items() if last_use.get(t, i) > i)
+            tally.got = {}
+
+        tally.got, tally.flush = {}, flush
+        if idx:
+            enc.encode(idx, tally.batch_done)
+        flush()
         for t in [t for t in carry if last_use.get(t, i) <= i]:
             del carry[t]
-        report.items[layer] = len(todo[layer])
+        report.items[layer] = report.items.get(layer, 0) + len(todo[layer])
         report.encoded[layer] = n
         report.seconds[layer] = round(time.perf_counter() - t0, 1)
         lo += n
     progress.close()
+    mark_whole(con, asked)
     return report

@@ -10,7 +10,7 @@ from ..core.paths import resolve_kb
 from ..core.records import Passage, Question
 from ..corpus import load_corpus, load_questions
 from ..corpus.datasets import DEMO, get_dataset
-from ..encoders.embedder import DEFAULT_MODEL, get_embedder
+from ..encoders.embedder import DEFAULT_MODEL, LazyEmbedder
 from ..llm import LLMSettings, get_llm
 from .build import BuildReport, build_kb
 from .extract.llm import llm_extractors
@@ -127,7 +127,8 @@ def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, 
                      extractor: str = "auto", embed_model: str = DEFAULT_MODEL, name: Optional[str] = None,
                      progress: bool = True, plan: Optional[ExtractionPlan] = None, sample: Optional[int] = None,
                      retry_failed: bool = False, max_passages: Optional[int] = None,
-                     precision: Optional[str] = None, listener=None) -> BuildReport:
+                     precision: Optional[str] = None, listener=None, targets=None,
+                     device: Optional[str] = None) -> BuildReport:
     plan = plan or ExtractionPlan(extractor, openie)
     plan.check()  # before reading anything, so a bad option fails fast
     passages, qs = load_sources(corpus, questions, sample)
@@ -135,9 +136,9 @@ def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, 
         # Checked before anything is written: a refused corpus leaves the KB as it was.
         raise InputError(f"the corpus has {len(passages):,} passages; this server builds at most "
                          f"{max_passages:,} at once (use --sample, or build locally)")
-    return build_kb(out, passages, plan.extractors(), get_embedder(embed_model), questions=qs,
+    return build_kb(out, passages, plan.extractors(), LazyEmbedder(embed_model), questions=qs,
                     name=name or Path(corpus).name, progress=progress, retry_failed=retry_failed,
-                    precision=precision, listener=listener)
+                    precision=precision, listener=listener, targets=targets, device=device)
 
 
 def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:
@@ -146,11 +147,12 @@ def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:
 
 
 def build_dataset(dataset: str, out: Optional[Path] = None, extractor: str = "auto",
-                  embed_model: str = DEFAULT_MODEL, progress: bool = True) -> BuildReport:
+                  embed_model: str = DEFAULT_MODEL, progress: bool = True, targets=None,
+                  listener=None) -> BuildReport:
     ds = get_dataset(dataset)
     path, name = dataset_out(dataset, out)
     return build_from_files(path, ds.corpus, ds.questions, ds.openie, extractor, embed_model, name=name,
-                            progress=progress)
+                            progress=progress, targets=targets, listener=listener)
 
 
 def demo_path() -> Path:
@@ -159,8 +161,22 @@ def demo_path() -> Path:
 
 def ensure_demo(progress: bool = True) -> Path:
     """The demo KB, built on first use (on two cores: 109 s in bf16, the default where the CPU has
-    it, 142 s in fp32, 75 s with HOPTRACE_BUILD_PRECISION=int8) and reused after."""
+    it, 142 s in fp32, 75 s with HOPTRACE_BUILD_PRECISION=int8) and reused after; an unfinished
+    one (a build stopped half-way) is finished."""
     path = demo_path()
-    if not path.exists():
+    if not demo_complete():
         build_dataset(DEMO, progress=progress)
     return path
+
+
+def demo_complete() -> bool:
+    path = demo_path()
+    if not path.exists():
+        return False
+    from . import db
+
+    con = db.connect(path, readonly=True)
+    try:
+        return bool(db.get_meta(con, "complete", False))
+    finally:
+        con.close()

@@ -71,6 +71,7 @@ class BuildProgress:
         self._t0 = 0.0
         self._last_emit = 0.0
         self._last_step = ""
+        self.on_update: Optional[Callable[[BuildStatus], None]] = None  # the build's status file
 
     # -- estimates of the steps still to come -------------------------------------------------------
     def embed_prior_s(self) -> float:
@@ -104,6 +105,8 @@ class BuildProgress:
                 self._bar.set_description_str(step, refresh=False)
             self._bar.set_postfix_str(" · ".join(x for x in (left, st.finish()) if x), refresh=False)
             self._bar.update(n)
+        if self.on_update is not None:
+            self.on_update(st)
         now = time.perf_counter()
         # At most two updates a second reach the listener (the app's page), but every new layer does.
         if self.listener is not None and (now - self._last_emit > 0.5 or st.done >= st.total

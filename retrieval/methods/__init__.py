@@ -16,6 +16,8 @@ from .registry import (
     origin,
     register,
     root_method,
+    targets,
+    units_of,
     uses_llm,
 )
 from .sag import Sag
@@ -23,4 +25,4 @@ from .sag import Sag
 register(BM25, Dense, RRFHybrid, Composed, Griever, NaiveGE, SyncGE, Gear, Sag, Grasp, GraspSinglePass)
 
 __all__ = ["METHODS", "ORIGINS", "VARIANTS", "Context", "Method", "make_method", "method_names", "origin",
-           "root_method", "uses_llm"]
+           "root_method", "targets", "units_of", "uses_llm"]

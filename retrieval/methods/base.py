@@ -28,8 +28,10 @@ class Method(ABC):
     # runs the method once per k, as the papers' R@k columns do; otherwise it slices one run.
     k_dependent: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = False   # shown in the app; such methods say so when no LLM is configured
-    # The KB layers it reads (methods/layers.py): a KB without one refuses the run, naming it.
+    # The KB layers it reads and the layers whose vectors it searches (methods/layers.py): a KB
+    # without one refuses the run, naming it, and a building KB serves it once they are whole.
     layers: ClassVar[tuple[str, ...]] = ("passages",)
+    vectors: ClassVar[tuple[str, ...]] = ("passages",)
     profile: str = "paper"             # set by make_method (methods/profiles.py)
     paper_config: Any = None           # the paper's defaults, to list what this run changed
 
@@ -78,8 +80,14 @@ class Method(ABC):
 
 
     def needs(self) -> tuple[str, ...]:
-        """The layers this run reads: the class's, unless its config adds some (GEAR's base)."""
-        return type(self).layers
+        """The KB units this run reads (its layers' rows, then the vectors it searches)."""
+        return type(self).units_for(self.config)
+
+    @classmethod
+    def units_for(cls, config: Any) -> tuple[str, ...]:
+        """The units a run with `config` reads: the class's, unless its config adds some (GEAR's
+        base, GRIEVER's full-triples shortlist)."""
+        return cls.layers + tuple(f"{layer} vectors" for layer in cls.vectors)
 
     def profile_stage(self, tracer: Tracer) -> None:
         """The run's profile and each value that differs from the paper (methods/profiles.py)."""

@@ -75,6 +75,7 @@ class BM25Config:
 class BM25(Method):
     name, title, Config = "bm25", "BM25", BM25Config
     k_dependent = False
+    vectors = ()  # FTS5 alone: served as soon as a build has stored the passages
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         hits = stage_bm25(self.ctx, tracer, question, k)

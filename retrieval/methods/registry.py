@@ -1,7 +1,8 @@
 """Method registry: CLI and UI names → method classes, plus named ablation variants."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import replace
+from typing import Any, Iterable, Optional
 
 from ..core.errors import ConfigError
 from . import profiles
@@ -92,3 +93,27 @@ def make_method(name: str, ctx: Context, profile: Optional[str] = None, **overri
     method.profile = chosen
     method.paper_config = cls.Config()
     return method
+
+
+def units_of(name: str) -> tuple[str, ...]:
+    """The KB units method `name` (a registered method or a variant) reads with its default config
+    (methods/layers.py)."""
+    cls = METHODS[root_method(name)]
+    config = cls.Config()
+    if name in VARIANTS:
+        config = replace(config, **VARIANTS[name][1])
+    return cls.units_for(config)
+
+
+def targets(names: Optional[Iterable[str]] = None) -> dict[str, tuple[str, ...]]:
+    """Method → the units it reads, for a build to serve (retrieval/kb/publish.py): the methods
+    named, in that order, or every built-in method in the app's order. An unknown name is refused,
+    listing the known ones."""
+    if names is None:
+        names = [m for m in METHODS if m not in ORIGINS]
+    out = {}
+    for name in names:
+        if root_method(name) not in METHODS:
+            raise ConfigError(f"--methods: unknown method {name!r}; known: {', '.join(method_names())}")
+        out[name] = units_of(name)
+    return out

@@ -408,6 +408,13 @@ class SQLiteStore(SearchStore):
                 for i, t, a, g, h, ty, d in self.con.execute(
                     "SELECT id, text, answers, gold, hops, type, decomposition FROM questions ORDER BY rowid")]
 
+    def whole_units(self) -> frozenset[str]:
+        """The units this KB serves (kb/readiness.py): all of a finished KB's, or those a running
+        build has published."""
+        from ..kb.readiness import whole_units
+
+        return whole_units(self.con)
+
     def info(self) -> StoreInfo:
         counts = {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (
             "passages", "questions", "triples", "entities", "predicates", "partial_triples", "same_as", "events",

@@ -67,6 +67,20 @@ def _method_pickers(llm: str, show_paths: bool = True) -> list:
     return out
 
 
+def picker_infos(state, kb_name: str) -> list:
+    """Each picker's info line for KB `kb_name`: the expected times, then the state of each of its
+    methods the KB cannot serve yet ("griever: ready in ~40 s"), as a build makes it."""
+    llm = state.llm_settings.backend if state.llm is not None else "none"
+    groups = [names for g in GROUPS for names in ((g.methods, g.ablations) if g.ablations else (g.methods,))]
+    waiting = state.not_ready(kb_name, [m for names in groups for m in names])
+    out = []
+    for names in groups:
+        states = [f"{m}: {waiting[m]}" for m in names if m in waiting]
+        out.append(gr.update(info=group_info(names, llm) + (" — not ready on this KB: " + " · ".join(states)
+                                                              if states else "")))
+    return out + [gr.update()]  # Yours: a plugin's state shows in its column
+
+
 def _yours_picker(show_paths: bool):
     """The operator's own methods (HOPTRACE_PLUGINS, HOPTRACE_METHOD_URLS, installed entry points),
     each with where it came from, and the plugins that failed to load with their reason. Always

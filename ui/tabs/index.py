@@ -12,6 +12,8 @@ from retrieval.core.paths import resolve_kb
 from retrieval.corpus.plain import load_plain_questions, plain_or_none
 from retrieval.kb.embed import default_precision
 from retrieval.kb.presets import ExtractionPlan, build_from_files
+from retrieval.kb.readiness import readiness_line
+from retrieval.methods import targets
 from traces.storage.questionsets import QuestionSets, built_in
 
 from .. import messages
@@ -45,6 +47,12 @@ def layout(shell) -> SimpleNamespace:
                                          "0.1–0.9 points lower on average, not significantly "
                                          "(docs/profiles.md). Default: an int8 KB stays int8",
                                     elem_id="up-precision")
+        serve_all = list(targets())
+        up_methods = gr.CheckboxGroup(serve_all, value=serve_all, label="Methods to build for",
+                                      info="Only their layers are built, and each is served as soon as its "
+                                           "layers are whole (bm25 within seconds, dense next); the header "
+                                           "says when each will be. Build again with others ticked to add "
+                                           "just their layers.", elem_id="up-methods")
         up_btn = gr.Button("Build", variant="primary", elem_id="up-build")
         up_log = gr.Markdown(elem_id="up-log", min_height=90)  # room for the build's progress line
         gr.Markdown("**Your questions, no gold needed**: a `.txt` file (one question a line), a JSON list "
@@ -60,7 +68,8 @@ def layout(shell) -> SimpleNamespace:
         qs_list = gr.Markdown(elem_id="qs-list")
         gen = qgen.layout_section()
     return SimpleNamespace(gen=gen, up_corpus=up_corpus, up_questions=up_questions, up_openie=up_openie,
-                           up_name=up_name, up_extractor=up_extractor, up_precision=up_precision, up_btn=up_btn,
+                           up_name=up_name, up_extractor=up_extractor, up_precision=up_precision,
+                           up_methods=up_methods, up_btn=up_btn,
                            up_log=up_log,
                            qs_file=qs_file, qs_name=qs_name, qs_btn=qs_btn, qs_log=qs_log, qs_list=qs_list)
 
@@ -78,6 +87,7 @@ def wire(shell) -> None:
     up_name = shell.index.up_name
     up_extractor = shell.index.up_extractor
     up_precision = shell.index.up_precision
+    up_methods = shell.index.up_methods
     up_btn = shell.index.up_btn
     up_log = shell.index.up_log
     qs_file = shell.index.qs_file
@@ -121,10 +131,12 @@ def wire(shell) -> None:
         add_questions, [kb, qs_file, qs_name, visitor], [qs_log, b_set]).then(
         sets_listing, [kb, visitor], qs_list)
 
-    def index(corpus, qfile, openie, name, extractor, precision, who, request: gr.Request,
+    def index(corpus, qfile, openie, name, extractor, precision, methods, who, request: gr.Request,
               progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         if corpus is None:
             raise InputError("upload a corpus file first")
+        if not methods:
+            raise InputError("tick at least one method to build for")
         name = (name or "").strip()
         if not name.replace("_", "").replace("-", "").isalnum():
             raise InputError(f"KB name {name!r}: letters, digits, - and _ only")
@@ -144,7 +156,8 @@ def wire(shell) -> None:
                                       st.line(), state.public.show_paths)),
                                   # "default" asks for nothing: an append to an int8 KB then
                                   # stays int8 instead of being refused.
-                                  precision=None if precision == "default" else precision)
+                                  precision=None if precision == "default" else precision,
+                                  targets=targets(methods))
         added = (QuestionSets(state.traces).add(name, Path(qfile).stem[:60] or "questions", plain,
                                                 Path(qfile).name, owner=state.owner_id(who))
                  if plain else None)
@@ -153,7 +166,7 @@ def wire(shell) -> None:
             state.kb_owners.claim(name, who or "")
         d = report.as_dict()
         msg = (f"Built **{messages.md(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
-               f"{d['questions']} questions, {d['seconds']} s"
+               f"{d['questions']} questions, {d['seconds']} s; {messages.md(readiness_line(report.ready_at))}"
                + (f", encoder {messages.md(report.encoder)}" if report.encoder else "")
                + ". Pick it under *Knowledge base*.")
         if added is not None:
@@ -164,6 +177,7 @@ def wire(shell) -> None:
                     f"{run['tokens_out']:,} out, {run['seconds']} s, **{run['failed']} failed**")
         return msg, gr.update(choices=state.kb_choices(who), value=name)
 
-    up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, up_precision, visitor],
+    up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, up_precision, up_methods,
+                         visitor],
                  [up_log, kb], show_progress_on=[up_log],  # under the button, not over the KB picker
                  concurrency_limit=1, concurrency_id="index")

@@ -22,7 +22,7 @@ def verbalise(t: Triple) -> str:
 
 class OpenIEImport:
     name = "openie-import"
-    version = "1"
+    layers_separable = True  # a build may ask for some of its layers (build._restricted)
 
     def __init__(self, path: str | Path, layers: Iterable[str] = ("triples",)):
         self.layers = frozenset(layers)
@@ -45,8 +45,11 @@ class OpenIEImport:
             else:
                 raise InputError(f"{path}: docs[{i}] has neither `passage` nor `title`+`text`")
             self.by_id[passage_id(title.strip(), text.strip())] = doc
-        # The tag a build stores per layer: propositions from triples are a different source.
-        self.version = f"1:{self.path.name}" + (":verbalised" if "propositions" in self.layers else "")
+
+    @property
+    def version(self) -> str:
+        """The tag a build stores per layer: propositions from triples are a different source."""
+        return f"1:{self.path.name}" + (":verbalised" if "propositions" in self.layers else "")
 
     def extract(self, passages: list[Passage]) -> Iterable[Extraction]:
         for p in passages:

@@ -81,6 +81,7 @@ def load_spacy():
 
 class RulesExtractor:
     name = "rules"
+    layers_separable = True  # a build may ask for some of its layers (build._restricted)
     version = "2"  # 2: entity sweep, borders lists, life dates, located-in (docs/llm-indexing.md)
 
     def __init__(self, layers: Iterable[str] = ("triples", "events", "propositions"), n_process: int = 0):

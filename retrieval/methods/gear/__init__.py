@@ -59,13 +59,16 @@ def stage_stop(tracer: Tracer, n: int, why: str) -> None:
 class NaiveGE(Method):
     name, title, Config = "naivege", "NaiveGE (GEAR, no LLM)", GearConfig
     layers = ("passages", "triples")
+    vectors = ("passages", "triples")   # the base's hybrid over passages, and over triples (eq. 10/11)
 
-    def needs(self) -> tuple[str, ...]:
-        """Its own layers and, where its base is another method (GRIEVER Table 4), that method's."""
+    @classmethod
+    def units_for(cls, config) -> tuple[str, ...]:
+        """Its own units and, where its base is another method (GRIEVER Table 4), that method's."""
         from ..registry import METHODS, root_method
 
-        base = METHODS.get(root_method(self.config.base))   # None for bm25 / sbert / hybrid
-        return tuple(dict.fromkeys(type(self).layers + getattr(base, "layers", ())))
+        base = METHODS.get(root_method(config.base))   # None for bm25 / sbert / hybrid
+        own = super().units_for(config)
+        return tuple(dict.fromkeys(own + (base.units_for(base.Config()) if base else ())))
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         return final_stage(tracer, ranked_from_hits(self.ctx, self.naive(question, k, tracer)), question,

@@ -31,6 +31,7 @@ from .single_pass import GraspSinglePass
 class Grasp(Method):
     name, title, Config = "grasp", "GRASP (planner + sub-agents)", GraspConfig
     layers = ("passages", "propositions", "entities")
+    vectors = ("propositions",)
     uses_llm = True
     k_dependent = False  # the agents fetch d passages a round whatever k is
 

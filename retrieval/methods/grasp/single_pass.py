@@ -23,6 +23,7 @@ from .prompts import statement_keywords
 class GraspSinglePass(Method):
     name, title, Config = "grasp_single_pass", "GRASP single pass (Table 2, no LLM)", GraspConfig
     layers = ("passages", "propositions", "entities")
+    vectors = ("propositions",)
     uses_llm = False
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:

@@ -41,6 +41,13 @@ def _triple_id(t) -> str:
 class Griever(Method):
     name, title, Config = "griever", "GRIEVER", GrieverConfig
     layers = ("passages", "partial_triples", "triples", "entities", "predicates", "same_as")  # §4.1
+    vectors = ("passages", "partial_triples", "entities", "predicates")
+
+    @classmethod
+    def units_for(cls, config) -> tuple[str, ...]:
+        """The w/ full_triples ablation shortlists over the triples' vectors too (Table 3)."""
+        extra = ("triples vectors",) if getattr(config, "shortlist_index", "") == "triples" else ()
+        return super().units_for(config) + extra
 
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg: GrieverConfig = self.config

@@ -32,6 +32,7 @@ RERANKERS = ("llm", "none")
 class Sag(Method):
     name, title, Config = "sag", "SAG (SQL + query-time hyperedges)", SagConfig
     layers = ("passages", "entities", "events")
+    vectors = ("passages", "entities", "events")
     uses_llm = True
     # The output is at most K_out chunks whatever k is (§4.4, eq. 4).
     k_dependent = False

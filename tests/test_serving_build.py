@@ -9,13 +9,13 @@ import sqlite3
 import pytest
 
 from retrieval.core.errors import ConfigError, KBError
+from retrieval.corpus.datasets import get_dataset
 from retrieval.kb import readiness
 from retrieval.kb.build import build_kb
 from retrieval.kb.extract.openie_import import OpenIEImport
 from retrieval.kb.extract.rules import RulesExtractor
 from retrieval.methods import Context, make_method, targets
 from retrieval.store.sqlite import SQLiteStore
-from tests.conftest import get_dataset
 
 Q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 

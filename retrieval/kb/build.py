@@ -105,6 +105,9 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
         extractors = _restricted(extractors, wanted)
         costs = Costs(con, settings.precision, max((getattr(ex, "seconds_per_passage", 0.0) for ex in extractors),
                                                    default=0.0) or PRIOR_EXTRACT_S_PER_PASSAGE)
+        if name:  # early: a refusal on a published snapshot names the KB, never its path
+            with con:
+                db.set_meta(con, "name", name)
         report.passages_added = _add_passages(con, passages)
         if questions:
             report.questions = _add_questions(con, questions)

@@ -72,7 +72,8 @@ def check(store, method: str, needed: Iterable[str]) -> None:
     if not lacks:
         return
     info = store.info()
-    name = info.meta.get("name") or info.location
+    # Never the file's path: public mode shows this message to visitors.
+    name = info.meta.get("name") or Path(info.location).stem
     what = f"{lacks[0]}" if is_vectors(lacks[0]) else f"{lacks[0]} layer"
     more = f" (and {', '.join(lacks[1:])})" if len(lacks) > 1 else ""
     status = building(store)

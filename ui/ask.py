@@ -33,7 +33,7 @@ MAX_UPDATE_GAP_S = 2.0
 # update renders every column in this thread, and rendering beside a method takes the GIL its
 # native calls (ONNX, SQLite) must get back. Measured with `bench-app --users 1 --solo 30`
 # (issue 17 item 9): dense showed 9.8 ms before, 7.8-8.4 after, against its `bench` p50 of 3.3;
-# the rest is the encoder after an idle spell (README, "A column's latency"). A lane queued behind other
+# the rest is the encoder after an idle spell (docs/measurements/app-latency.md). A lane queued behind other
 # requests holds updates back at most this long.
 MAX_FAST_HOLD_S = 0.5
 # A user's own method (methods/plugins/) runs in a thread of its own, never on a CPU lane, and

@@ -11,7 +11,7 @@ from typing import Optional
 from retrieval.core.errors import HopTraceError, InputError
 from traces.judging.judged import judged_for
 from traces.judging.qrels import Qrels
-from traces.stats.compare import Comparison, compare, means_figure
+from traces.stats.compare import Comparison, compare, means_figure, question_runs
 from traces.stats.funnel import breakdown_figure, funnel_figure
 from traces.stats.judged_measures import is_judged_metric
 from traces.storage.experiments import Experiment, Experiments
@@ -167,21 +167,14 @@ def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
     """The question's two stored runs, exactly as stored: ({label: run}, gold, question text, run ids).
     On a judged metric the judged-relevant passages stand in for gold (starred, followed)."""
     c = cache.get(experiments, exp, metric, owner)
-    row = next((r for r in c.rows if r["question_id"] == question_id), None)
-    if row is None:
+    if not any(r["question_id"] == question_id for r in c.rows):
         raise InputError(f"question {question_id!r} is not in experiment {exp.id[:12]}")
-    runs, gold, ids = {}, set(), []
-    for m in (a, b):
-        rid = row["runs"].get(m)
-        if not rid:
-            raise InputError(f"no stored run of {m} for question {question_id!r}")
-        run, info = experiments.traces.load_run(rid)
-        runs[m if a != b else f"{m} [{rid[:6]}]"] = run
-        gold |= set(info["gold"])
-        ids.append(rid)
+    found, by_method, gold, question = question_runs(experiments, c, question_id, [a] if a == b else [a, b])
+    ids = [by_method[m] for m in (a, b)]
+    runs = found if a != b else {f"{a} [{ids[0][:6]}]": found[a]}
     if c.judges:
         gold = set(c.relevant.get(question_id, ()))
-    return runs, gold, row["question"], ids
+    return runs, gold, question, ids
 
 
 def error(e: HopTraceError) -> str:

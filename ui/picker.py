@@ -26,7 +26,7 @@ GROUPS = (
 )
 
 # p50 seconds a question on the demo KB, 2 CPU cores. LLM-free methods: what one click costs,
-# which is what a column shows (README, "A column's latency"): `HOPTRACE_LLM=none hoptrace bench
+# which is what a column shows (docs/measurements/app-latency.md): `HOPTRACE_LLM=none hoptrace bench
 # --kb demo --ks 5 --pause-ms 500 --methods …`, all 100 questions, 2026-11-24 evening. Back to
 # back, without the pause, they run 1.5-3x faster (bm25 0.6, dense 3.2, griever 16.8 ms).
 EXPECTED_S = {

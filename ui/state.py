@@ -127,7 +127,7 @@ class AppState:
         names = sorted(p.stem for p in kb_dir().glob("*.sqlite"))
         if self.public.enabled:
             names = self.kb_owners.usable(names, visitor or "")
-        # KBs served by Elasticsearch, listed by spec (README, "Elasticsearch")
+        # KBs served by Elasticsearch, listed by spec (docs/deployment.md, "Elasticsearch")
         remote = [s.strip() for s in os.environ.get("HOPTRACE_ES_KBS", "").split(",") if s.strip()]
         return (["demo"] if "demo" in names else []) + [n for n in names if n != "demo"] + remote
 

@@ -39,6 +39,9 @@ def add_parsers(sub) -> None:
     cp.add_argument("--against", default=None, metavar="NEW",
                     help="another experiment on the same questions (a rebuilt KB, another version): each method's "
                          "change new − old, with its interval and paired test; EXPERIMENT is the old one")
+    cp.add_argument("--question", default=None, metavar="QUESTION_ID",
+                    help="print this question's stored runs of the first two --methods (or the first two methods), "
+                         "stage by stage, exactly as stored: the Benchmark tab's click on a question's row")
     cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
     cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
 
@@ -100,6 +103,8 @@ def cmd_compare(args) -> int:
         judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
                             args.rel)
     cmp = compare(experiments, exp, args.metric, methods, judged)
+    if args.question:
+        return _print_question(experiments, cmp, args.question)
     print(render_text(cmp))
     if judged is not None:
         # Which verdicts a person's grades settle and which still rest on automatic ones (P@k).
@@ -117,6 +122,21 @@ def cmd_compare(args) -> int:
         args.html_out.parent.mkdir(parents=True, exist_ok=True)
         write_html(cmp, args.html_out)
         print(f"wrote {args.html_out}")
+    return 0
+
+
+def _print_question(experiments, cmp, question_id: str) -> int:
+    from retrieval.trace.text import render_run, render_stage
+    from traces.stats.compare import question_runs
+
+    pair = cmp.methods[:2]
+    runs, ids, gold, question = question_runs(experiments, cmp, question_id, pair)
+    print(f"{question_id}: {question}")
+    for m in pair:
+        print(f"\n=== {m} (run {ids[m][:12]}) ===")
+        for st in runs[m].stages:
+            print(render_stage(st))
+        print(render_run(runs[m]))
     return 0
 
 

@@ -22,7 +22,7 @@ def cmd_serve(args) -> int:
 
     from ..llm import LLMSettings
 
-    # The flags win over the environment (README's --llm table); parsed here so a bad spec
+    # The flags win over the environment (docs/usage.md's --llm table); parsed here so a bad spec
     # fails before the app starts.
     serve(host=args.host, port=args.port, llm_settings=LLMSettings.parse(args.llm, args.llm_model),
           profile=args.profile, public=args.public, otlp=args.otlp)

@@ -114,7 +114,7 @@ class Estimate:
         return f"{self.requests} requests, ~{self.tokens_in:,} tokens read and ~{self.tokens_out:,} written{t}"
 
 
-# Measured on these 2 cores (README, "The LLM"): the embedded model reads ~80 tokens/s and writes ~45 ms a token.
+# Measured on these 2 cores (docs/usage.md, "The LLM"): the embedded model reads ~80 tokens/s and writes ~45 ms a token.
 READ_TOKENS_S, WRITE_S = 80.0, 0.045
 OUT_TOKENS = {"listwise": 24, "pointwise": 6}
 

@@ -325,3 +325,22 @@ def write_html(c: Comparison, path: Path) -> None:
     parts.append(f"<h2>Per question</h2><table border=1 cellspacing=0><tr><th>id</th><th>question</th><th>hops</th>"
                  f"{head}</tr>{body}</table>")
     path.write_text("".join(parts))
+
+
+def question_runs(experiments, c: "Comparison", question_id: str,
+                  methods: Sequence[str]) -> tuple[dict, dict, set, str]:
+    """A question's stored runs of `methods`, exactly as stored: ({method: RunResult}, {method: run
+    id}, the gold passages stored with them, the question's text)."""
+    row = next((r for r in c.rows if r["question_id"] == question_id), None)
+    if row is None:
+        known = ", ".join(r["question_id"] for r in c.rows[:5])
+        raise InputError(f"question {question_id!r} is not among the compared questions (e.g. {known})")
+    runs, ids, gold = {}, {}, set()
+    for m in methods:
+        rid = row["runs"].get(m)
+        if not rid:
+            raise InputError(f"no stored run of {m} for question {question_id!r}")
+        runs[m], info = experiments.traces.load_run(rid)
+        ids[m] = rid
+        gold |= set(info["gold"])
+    return runs, ids, gold, row["question"]

@@ -207,6 +207,11 @@ class Experiments:
         With `owner` (public mode) the whole id is needed; a link opens read-only for whoever
         has it, as a session link does."""
         ref = (ref or "").strip().lower()
+        if ref == "latest" and owner is None:  # locally: the newest, so a session of commands needs no id
+            newest = self.list(limit=1)
+            if not newest:
+                raise InputError("no experiment yet: `hoptrace bench` stores one")
+            return newest[0]
         if not ref or not all(c in "0123456789abcdef" for c in ref):
             raise InputError(f"no experiment with id {ref!r} (ids are hexadecimal; `hoptrace experiments` lists them)")
         sql = f"SELECT {', '.join(self._COLS)} FROM experiments WHERE "

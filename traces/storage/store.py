@@ -364,6 +364,11 @@ class TraceReader:
         if experiment:
             if "experiment_runs" not in self.tables:
                 raise InputError(f"{self.path.name} holds no experiments (a trace file from before them)")
+            if experiment.strip().lower() == "latest":  # as `compare latest`: the newest experiment
+                newest = self.con.execute("SELECT id FROM experiments ORDER BY created_at DESC LIMIT 1").fetchone()
+                if newest is None:
+                    raise InputError(f"{self.path.name} holds no experiment yet: `hoptrace bench` stores one")
+                experiment = newest[0]
             full = [r[0] for r in self.con.execute("SELECT DISTINCT experiment_id FROM experiment_runs "
                                                    "WHERE experiment_id LIKE ? || '%'", [experiment])]
             if len(full) > 1:

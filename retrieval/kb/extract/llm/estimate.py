@@ -17,7 +17,7 @@ from .tasks import JOINT, TASKS
 # Chat-template tokens around each message (<|im_start|>role … <|im_end|>) and the reply's opener.
 PER_MESSAGE = 5
 PER_REQUEST = 3
-# Measured on this project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M (README, "LLM").
+# Measured on this project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M (docs/usage.md, "The LLM").
 # Machines differ (one 2-core machine ran the same model at ~35 / ~13 tok/s), so after each
 # embedded build the measured speed is kept (calibrate) and later estimates use it.
 LOCAL_PROMPT_TOK_S = 60.0

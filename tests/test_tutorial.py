@@ -1,0 +1,66 @@
+"""docs/tutorial.md cannot go stale: every command in its code blocks runs, in order, in one
+shell, on the tiny corpus the repository ships (examples/tiny/), in a fresh HopTrace home.
+
+The one change made to the page's text: the Phoenix address (`127.0.0.1:6006`) becomes a real
+Phoenix started for the test on a free port (from .venv-phoenix, as test_otel_phoenix does), whose
+REST API is then read back for the exported spans.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.test_otel_phoenix import phoenix  # noqa: F401  (the fixture: a real Phoenix on a free port)
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+
+
+def tutorial_script() -> str:
+    blocks = re.findall(r"```bash\n(.*?)```", TUTORIAL.read_text(), flags=re.S)
+    assert len(blocks) >= 8, "the tutorial's steps"
+    return "\n".join(blocks)
+
+
+def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):  # noqa: F811
+    work = tmp_path / "session"
+    work.mkdir()
+    for name in (".venv", "examples"):  # the commands' relative paths, without writing into the repo
+        (work / name).symlink_to(ROOT / name)
+    script = tutorial_script().replace("http://127.0.0.1:6006", phoenix)
+    commands = [line for line in script.splitlines() if line.strip() and not line.startswith("#")]
+    assert any("--otlp" in c for c in commands) and any("--plugin" in c for c in commands)
+    env = {**os.environ, "HOPTRACE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    env.pop("HOPTRACE_TRACES", None)
+    # -e: a failing command fails the test; -x: the log shows which one.
+    proc = subprocess.run(["bash", "-e", "-x", "-c", script], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=1500)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+
+    # What the page says the reader should see.
+    assert re.search(r"ready: bm25 \(\d+ s\) · .*griever \(\d+ s\)", log), log[-3000:]
+    assert "answered" in log and "open" in log
+    assert log.count("experiment ") >= 2
+    assert "settled" in log or "open" in log
+    assert "=== composed" in log and "=== griever" in log, "a question's two stored runs"
+    assert "my_retriever" in log
+    assert (work / "out" / "tiny-spans.jsonl").stat().st_size > 0
+    assert (work / "out" / "tiny.qrels").stat().st_size > 0
+    spans: list = []
+    for _ in range(60):  # Phoenix ingests in the background: poll its REST API for a while
+        with urllib.request.urlopen(f"{phoenix}/v1/projects/default/spans?limit=1000", timeout=10) as r:
+            spans = json.loads(r.read())["data"]
+        if any(s["name"] == "my_retriever" for s in spans):
+            break
+        time.sleep(0.5)
+    names = {s["name"] for s in spans}
+    assert "my_retriever" in names and len(spans) > 20, f"Phoenix holds the exported runs: {sorted(names)[:20]}"

@@ -1,5 +1,6 @@
 """Retake the README's screenshot (docs/figures/ask.png): the real app, with no LLM, asking a demo
-question with three methods side by side and GRIEVER's shortlist drawn as a subgraph.
+question with three methods side by side (GRIEVER with one iteration) and GRIEVER's shortlist
+drawn as a subgraph.
 
     .venv/bin/python scripts/screenshot.py [--out docs/figures/ask.png] [--port 7899]
 
@@ -72,6 +73,9 @@ def _shoot(url: str, out: Path) -> None:
         page.goto(url, wait_until="domcontentloaded")
         page.wait_for_selector("#run", timeout=60_000)
         page.fill("#question textarea", QUESTION)
+        # One GRIEVER iteration: its column's stages fit beside the others' (two double its length).
+        page.get_by_label("GRIEVER iterations (n_i)").first.fill("1")
+        page.keyboard.press("Enter")
         for label in page.locator("#methods label").all():
             box = label.locator("input")
             if box.is_checked() != (label.inner_text().strip() in METHODS):

@@ -56,21 +56,26 @@ def whole_units(con: sqlite3.Connection) -> frozenset[str]:
     passages = con.execute("SELECT count(*) FROM passages").fetchone()[0]
     if not passages:
         return frozenset()
+    # A KB finished before builds left these marks (or written by another tool, as bench-store's
+    # synthetic KBs are) held every layer it has rows for, whole, with its vectors.
+    legacy = db.get_meta(con, "vectors_upto") is None and db.get_meta(con, "complete", False)
+
+    def caught_up(mark: str, table: str) -> bool:
+        return legacy or db.get_meta(con, mark, 0) >= _max_rowid(con, table)
+
     out = {"passages"}
     covered = dict(con.execute("SELECT layer, count(*) FROM extraction_state GROUP BY layer").fetchall())
-    out.update(layer for layer in EXTRACTED if covered.get(layer, 0) >= passages)
-    if "triples" in out and db.get_meta(con, "derived_partials_upto", 0) >= _max_rowid(con, "triples"):
+    out.update(layer for layer in EXTRACTED if covered.get(layer, 0) >= passages
+               or (legacy and _max_rowid(con, layer) > 0))
+    if "triples" in out and caught_up("derived_partials_upto", "triples"):
         out.update(DERIVED_FROM_TRIPLES)
-    extracted_any = any(layer in out for layer in EXTRACTED)
-    if extracted_any and db.get_meta(con, "derived_entities_upto", 0) >= _max_rowid(con, "triples"):
+    if any(layer in out for layer in EXTRACTED) and caught_up("derived_entities_upto", "triples"):
         out.add("entities")
-    # A KB finished before builds marked their vectors (vectors_upto) embedded every layer it held.
-    legacy = db.get_meta(con, "vectors_upto") is None and db.get_meta(con, "complete", False)
     upto = db.get_meta(con, "vectors_upto", {}) or {}
     for layer in EMBEDDED_LAYERS:
         if layer in out and (legacy or upto.get(layer, -1) >= _max_rowid(con, layer)):
             out.add(vectors(layer))
-    if vectors("entities") in out and db.get_meta(con, "same_as_upto", 0) >= _max_rowid(con, "entities"):
+    if vectors("entities") in out and caught_up("same_as_upto", "entities"):
         out.add("same_as")
     return frozenset(out)
 

@@ -8,7 +8,8 @@ USER user
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
     HOPTRACE_HOME=/home/user/.cache/hoptrace HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
     GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 \
-    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1
+    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1 \
+    HOPTRACE_PERSIST_DIR=/data
 WORKDIR /home/user/app
 COPY --chown=user . .
 # Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
@@ -21,4 +22,6 @@ ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DG
 RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet \
     && .venv/bin/python -c "from retrieval.llm.models import model_file; print(model_file())"
 EXPOSE 7860
+# The app is process 1 of the container: it handles SIGTERM itself (ui/lifecycle.py), and keeps
+# its traces in /data when the Space has persistent storage (ui/storage.py).
 CMD ["python", "app.py"]

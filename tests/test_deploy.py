@@ -27,7 +27,10 @@ def test_the_elasticsearch_client_and_the_compose_server_share_a_major():
 
 
 def test_the_image_leaves_local_state_out_and_runs_public_without_analytics():
-    ignored = (ROOT / ".dockerignore").read_text().split()
-    assert ".git" in ignored and ".venv" in ignored
+    ignored = [x for x in (ROOT / ".dockerignore").read_text().splitlines() if x and not x.startswith("#")]
+    assert ".git" in ignored and "**/.venv" in ignored and "**/.venv-*" in ignored  # .venv-phoenix too
+    # Docker's syntax: a file pattern without **/ would match at the context's root only.
+    for pattern in ("*.sqlite", "*.gguf", "*.pyc", "*.onnx"):
+        assert f"**/{pattern}" in ignored, pattern
     docker = (ROOT / "Dockerfile").read_text()
     assert "GRADIO_ANALYTICS_ENABLED=False" in docker and "HOPTRACE_PUBLIC=1" in docker

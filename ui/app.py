@@ -27,8 +27,11 @@ from traces.storage.experiments import Experiments
 
 from . import evidence, messages, render
 from .judging import JUDGE_KEYS_JS
+from .lifecycle import stop_on_signals
 from .public import PublicLimits, new_visitor_id
+from .public import banner as public_banner
 from .state import AppState
+from .storage import trace_location
 from .tabs import ask, benchmark, index, judge, qgen, traces
 
 
@@ -54,6 +57,8 @@ def build(state: AppState) -> gr.Blocks:
         shell.app = app
         gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
                     "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
+        if state.public.enabled:
+            gr.Markdown(public_banner(state.public, os.environ.get("SPACE_ID", "")), elem_id="public-banner")
         with gr.Row():
             shell.kb = gr.Dropdown(kb_choices, value=first, label="Knowledge base", scale=1, elem_id="kb")
             shell.backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
@@ -135,6 +140,11 @@ def _backends_line(state: AppState, open_kb) -> str:
     failing = state.export.status() if state.export is not None else None
     exporting = (f"\n\n<span class='ht-err' id='export-failing'>⚠ {render.esc(_export_line(state, failing))}</span>"
                  if failing else "")
+    if not state.traces_kept:
+        recovered += ("\n\n<span class='ht-err' id='traces-not-kept'>⚠ runs are stored in the container and lost "
+                      "when it restarts (no persistent storage)</span>")
+    elif state.public.enabled and state.traces_persistent:
+        recovered += "\n\n<span id='traces-kept'>runs are kept across restarts (persistent storage)</span>"
     ready = state.readiness(open_kb.name)
     methods = f"\n\n<span id='kb-readiness'>**Methods on this KB** {render.esc(ready)}</span>" if ready else ""
     return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
@@ -157,7 +167,11 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
     page_up = threading.Event()
     building = not demo_complete()
     demo_served = start_demo(page_up)
-    state = AppState(llm_settings=llm_settings, profile=profile, public=PublicLimits.from_env(public), otlp=otlp)
+    traces_at, why, kept = trace_location()
+    print(f"hoptrace: traces in {traces_at}: {why}", flush=True)
+    state = AppState(trace_path=traces_at, llm_settings=llm_settings, profile=profile,
+                     public=PublicLimits.from_env(public), otlp=otlp)
+    state.traces_kept, state.traces_persistent = kept, why.startswith("persistent storage")
     state.start_llm()
     demo_served()
     app = build(state)
@@ -173,6 +187,7 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
         mode += f", spans to {state.export.url}"
     print(f"HopTrace ready in {time.time() - t0:.1f} s, {mode} (KBs: {', '.join(state.kb_names())})", flush=True)
     page_up.set()
+    stop_on_signals(state)  # process 1 of a container ignores SIGTERM without this (ui/lifecycle.py)
     serve(app, state, server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
           server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 

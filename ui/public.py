@@ -213,3 +213,15 @@ class KBOwners:
 
     def may_use(self, kb: str, visitor: str) -> bool:
         return bool(self.usable([kb], visitor))
+
+
+def banner(limits: PublicLimits, space_id: str = "") -> str:
+    """The public page's first line: that it is the public demo, its caps, and how to run it
+    without them (Markdown; every value is the operator's, none a visitor's)."""
+    ok = bool(re.fullmatch(r"[\w.-]+/[\w.-]+", space_id or ""))  # Spaces sets SPACE_ID=owner/name
+    local = (f"[run it locally without caps](https://huggingface.co/spaces/{space_id}/blob/main/README.md)"
+             if ok else "run it locally without caps: `bash scripts/setup.sh && .venv/bin/python app.py`")
+    return (f"**Public demo** · at most {limits.max_llm_methods} LLM methods a request · "
+            f"{limits.requests_per_minute} requests a minute · uploads up to {limits.max_upload_mb} MB and "
+            f"{limits.max_passages:,} passages · benchmarks up to {limits.max_bench_questions} questions · "
+            f"each visitor sees only their own runs — {local}")

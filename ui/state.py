@@ -46,6 +46,8 @@ class AppState:
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or default_path(), recover=True)
+        self.traces_kept = True  # False: the trace file does not survive a restart (ui/storage.py)
+        self.traces_persistent = False  # True: on the Space's persistent storage
         # Public mode bounds storage: old and excess traces are pruned in the background.
         self.retention = Retention.from_env() if self.public.enabled else None
         self.pruner = Pruner(self.traces, self.retention).start() if self.retention else None

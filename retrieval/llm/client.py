@@ -61,6 +61,12 @@ class LLM:
                 self._backend = make_backend(self.settings)
             return self._backend
 
+    def stop(self) -> None:
+        """Stop the backend if one was started (the embedded model server's process)."""
+        stop = getattr(self._backend, "stop", None)
+        if stop is not None:
+            stop()
+
     def start(self) -> "LLM":
         """Start the backend now (the app does this at launch so the first question is not charged)."""
         _ = self.backend

@@ -111,6 +111,11 @@ class TraceStore:
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
             self._create(db)
 
+    def hold_for_exit(self, timeout: float) -> bool:
+        """Wait for a write in progress to commit, then keep every later one out (the process is
+        about to exit: ui/lifecycle.py). False when the wait timed out."""
+        return self._lock.acquire(timeout=timeout)
+
     @property
     def db(self) -> sqlite_utils.Database:
         db = getattr(self._local, "db", None)

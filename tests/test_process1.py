@@ -1,0 +1,148 @@
+"""The Space's image, followed as Spaces runs it, as far as this machine allows: the Dockerfile's
+ENV, USER and CMD read from the Dockerfile itself, the app started as process 1 of a new PID
+namespace (`unshare --pid`), and stopped with SIGTERM, which process 1 ignores unless it handles
+it. Checked: it stops within seconds, and wrote nothing outside its home.
+
+Where PID namespaces are not allowed (no `unshare`, not root) the test is skipped, saying so.
+Where the Dockerfile's user (uid 1000) cannot run this checkout's interpreter (a venv under a
+private home, as on the development machines), it runs as the current user, and says so.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dockerfile() -> tuple[dict[str, str], str, list[str]]:
+    """The final stage's ENV (in order, later wins), USER and CMD."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stage = re.split(r"^FROM .*$", text, flags=re.M)[-1]
+    env: dict[str, str] = {}
+    user, cmd = "", []
+    for line in stage.splitlines():
+        line = line.strip()
+        if line.startswith("ENV "):
+            for tok in shlex.split(line[4:]):
+                if "=" in tok:
+                    k, v = tok.split("=", 1)
+                    env[k] = re.sub(r"\$(\w+)", lambda m: env.get(m.group(1), os.environ.get(m.group(1), "")), v)
+        elif line.startswith("USER "):
+            user = line.split()[1]
+        elif line.startswith("CMD "):
+            import json
+
+            cmd = json.loads(line[4:])
+    return env, user, cmd
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _can(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _child(pid: int) -> int | None:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if kids else None
+
+
+def test_the_dockerfile_declares_what_the_space_runs():
+    env, user, cmd = dockerfile()
+    assert user == "user" and cmd == ["python", "app.py"]
+    assert env["HOPTRACE_PUBLIC"] == "1" and env["GRADIO_SERVER_PORT"] == "7860"
+    assert env.get("HOPTRACE_PERSIST_DIR") == "/data", "traces go to the Space's persistent storage when it has one"
+
+
+def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path):
+    if not shutil.which("unshare") or not _can(["unshare", "--pid", "--fork", "--mount-proc", "true"]):
+        pytest.skip("PID namespaces are not allowed here (unshare --pid failed): cannot run the app as process 1")
+    env_file, _, cmd = dockerfile()
+    # Not under pytest's own folder, which only its owner may enter.
+    home = Path(tempfile.mkdtemp(prefix="hoptrace-process1-"))
+    request_cleanup = home
+    (home / "app").mkdir(parents=True)
+    python = Path(sys.executable)
+    as_uid = [] if os.geteuid() != 0 else ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+    if as_uid and not _can(as_uid + [str(python), "-c", "import gradio, retrieval.api"]):
+        as_uid = []  # the Dockerfile's uid 1000 cannot run this venv here (see the module docstring)
+    if as_uid:
+        shutil.chown(home, 1000, 1000)
+        for p in home.rglob("*"):
+            shutil.chown(p, 1000, 1000)
+    port = _free_port()
+    env = {**env_file, "PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(home),
+           "HOPTRACE_HOME": str(home / ".cache" / "hoptrace"), "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_SERVER_NAME": "127.0.0.1", "HOPTRACE_LLM": "none", "TMPDIR": str(home / "tmp"),
+           "HOPTRACE_PERSIST_DIR": str(home / "data"), "PYTHONPATH": str(ROOT)}
+    (home / "tmp").mkdir()
+    if as_uid:
+        shutil.chown(home / "tmp", 1000, 1000)
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    time.sleep(1.1)
+    # CMD's `python` is the venv's, first on the image's PATH: here, this checkout's interpreter.
+    argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *as_uid,
+            *(str(python) if c == "python" else c for c in cmd)]
+    outer = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        while True:
+            assert outer.poll() is None, outer.stdout.read()[-3000:]
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline, "the app did not answer within 240 s"
+            time.sleep(0.3)
+        app_pid = _child(outer.pid)
+        assert app_pid is not None
+        inside = Path(f"/proc/{app_pid}/status").read_text()
+        assert re.search(r"^NSpid:\s+\d+\s+1$", inside, flags=re.M), "the app is process 1 of its namespace"
+        t0 = time.time()
+        os.kill(app_pid, signal.SIGTERM)
+        outer.wait(timeout=20)
+        stopped = time.time() - t0
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+            outer.wait()
+        shutil.rmtree(request_cleanup, ignore_errors=True)
+    log = outer.stdout.read()
+    assert stopped < 5.0, f"SIGTERM took {stopped:.1f} s; log: {log[-2000:]}"
+    assert "SIGTERM: stopping" in log, log[-2000:]
+    # Nothing written outside its home: no new file in the checkout (its WORKDIR) and no new entry
+    # directly under /tmp (Gradio's uploads and caches follow TMPDIR and HOME into `home`).
+    new = subprocess.run(["find", str(ROOT), "-newer", str(marker), "-type", "f", "-not", "-path", "*/.git/*",
+                          "-not", "-path", "*/__pycache__/*", "-not", "-path", "*/.pytest_cache/*"],
+                         capture_output=True, text=True).stdout.split()
+    new += [str(p) for p in Path("/tmp").iterdir() if p.stat().st_mtime > marker.stat().st_mtime
+            and (not as_uid or p.stat().st_uid == 1000) and p.name.startswith(("gradio", "matplotlib", "tmp"))
+            and p != home and not str(tmp_path).startswith(str(p))]
+    assert not new, f"written outside its home: {new[:10]}"
+    print(f"stopped {stopped:.2f} s after SIGTERM as process 1 ({'uid 1000' if as_uid else 'the current user'})")

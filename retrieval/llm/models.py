@@ -38,6 +38,10 @@ class EmbeddedModel:
     def installed(self) -> bool:
         return all(importlib.util.find_spec(f"{self.package}{i}") for i in range(1, self.parts + 1))
 
+    def assembled_path(self) -> Path:
+        """Where its assembled GGUF file lives (or will)."""
+        return home() / "models" / f"{self.name}.gguf"
+
     def part_paths(self) -> list[Path]:
         out = []
         for i in range(1, self.parts + 1):
@@ -70,7 +74,7 @@ def model_file(name: str = DEFAULT_MODEL) -> Path:
     if name not in MODELS:
         raise LLMUnavailable(f"unknown embedded model {name!r}; available: {', '.join(MODELS)}")
     m = MODELS[name]
-    target = home() / "models" / f"{m.name}.gguf"
+    target = m.assembled_path()
     if target.exists() and target.stat().st_size == m.size:
         return target  # verified when it was assembled; re-hashing 1 GB each start costs ~2 s
     return assemble(m, target)
@@ -109,12 +113,12 @@ def check(m: EmbeddedModel, path: Path) -> None:
                              f"sha256; delete it and assemble it again from the part packages")
 
 
-def drop_parts(m: EmbeddedModel, path: Path, python: str = sys.executable) -> None:
+def drop_parts(m: EmbeddedModel, path: Path) -> None:
     """Uninstall a model's part packages once its assembled file has passed `check`.
 
     Only an image does this (the Dockerfile): there the parts would store the model twice."""
     check(m, path)
-    done = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", *m.distributions()],
+    done = subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", *m.distributions()],
                           capture_output=True, text=True)
     importlib.invalidate_caches()
     # pip exits 0 on a package it does not see as installed ("Skipping ..."), so look again.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.paths import home
 from .errors import LLMUnavailable
 from .models import MODELS, check, drop_parts, model_file
 
@@ -20,9 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     found = 0
     for m in MODELS.values():
-        assembled = home() / "models" / f"{m.name}.gguf"
         has_parts = m.installed()
-        if not has_parts and not assembled.exists():
+        if not has_parts and not m.assembled_path().exists():
             continue
         found += 1
         try:

@@ -11,21 +11,22 @@ from ui.storage import trace_location
 def test_traces_go_to_persistent_storage_when_it_exists_and_can_be_written(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    path, why, kept = trace_location({"HOPTRACE_PERSIST_DIR": str(data), "HOPTRACE_HOME": str(tmp_path / "home")})
-    assert path == data / "hoptrace" / "traces.sqlite" and kept and "kept across restarts" in why
+    path, why, kept, persistent = trace_location({"HOPTRACE_PERSIST_DIR": str(data),
+                                                  "HOPTRACE_HOME": str(tmp_path / "home")})
+    assert path == data / "hoptrace" / "traces.sqlite" and kept and "kept across restarts" in why and persistent
     assert not list((data / "hoptrace").glob(".probe-*")), "the write probe leaves nothing behind"
 
 
 def test_a_missing_or_read_only_storage_leaves_traces_in_the_home_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HOPTRACE_TRACES", raising=False)
-    path, why, kept = trace_location({"HOPTRACE_PERSIST_DIR": str(tmp_path / "absent")})
-    assert not kept and path == tmp_path / "home" / "traces.sqlite"
+    path, why, kept, persistent = trace_location({"HOPTRACE_PERSIST_DIR": str(tmp_path / "absent")})
+    assert not kept and not persistent and path == tmp_path / "home" / "traces.sqlite"
     assert "lost at a restart" in why and "does not exist" in why
     # A folder nobody can create files in, whatever their uid (root passes permission checks):
     # /proc/1 stands in for a read-only mount.
-    path, why, kept = trace_location({"HOPTRACE_PERSIST_DIR": "/proc/1"})
-    assert not kept and "is not writable" in why and path == tmp_path / "home" / "traces.sqlite"
+    path, why, kept, persistent = trace_location({"HOPTRACE_PERSIST_DIR": "/proc/1"})
+    assert not kept and not persistent and "is not writable" in why and path == tmp_path / "home" / "traces.sqlite"
     assert Path("/proc/1").is_dir()
 
 

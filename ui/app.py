@@ -167,11 +167,11 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
     page_up = threading.Event()
     building = not demo_complete()
     demo_served = start_demo(page_up)
-    traces_at, why, kept = trace_location()
-    print(f"hoptrace: traces in {traces_at}: {why}", flush=True)
-    state = AppState(trace_path=traces_at, llm_settings=llm_settings, profile=profile,
+    where = trace_location()
+    print(f"hoptrace: traces in {where.path}: {where.why}", flush=True)
+    state = AppState(trace_path=where.path, llm_settings=llm_settings, profile=profile,
                      public=PublicLimits.from_env(public), otlp=otlp)
-    state.traces_kept, state.traces_persistent = kept, why.startswith("persistent storage")
+    state.traces_kept, state.traces_persistent = where.kept, where.persistent
     state.start_llm()
     demo_served()
     app = build(state)

@@ -11,25 +11,32 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from traces.storage.store import default_path
 
 
-def trace_location(env: Optional[Mapping[str, str]] = None) -> tuple[Path, str, bool]:
-    """(trace file, why there in words, whether it survives a restart)."""
+class TraceLocation(NamedTuple):
+    path: Path
+    why: str            # where, in words, for the log
+    kept: bool          # survives a restart
+    persistent: bool    # on the Space's persistent storage (the header says so in public mode)
+
+
+def trace_location(env: Optional[Mapping[str, str]] = None) -> TraceLocation:
     env = os.environ if env is None else env
     if env.get("HOPTRACE_TRACES", "").strip():
-        return Path(env["HOPTRACE_TRACES"]), "HOPTRACE_TRACES", True
+        return TraceLocation(Path(env["HOPTRACE_TRACES"]), "HOPTRACE_TRACES", True, False)
     persist = env.get("HOPTRACE_PERSIST_DIR", "").strip()
     if not persist:
-        return default_path(), "the HopTrace home", True
+        return TraceLocation(default_path(), "the HopTrace home", True, False)
     root = Path(persist)
     problem = _unusable(root)
     if problem is None:
-        return root / "hoptrace" / "traces.sqlite", f"persistent storage ({root}): kept across restarts", True
-    return (default_path(), f"the container's home: lost at a restart ({root} {problem}; enable the Space's "
-                            "persistent storage to keep them)", False)
+        return TraceLocation(root / "hoptrace" / "traces.sqlite",
+                             f"persistent storage ({root}): kept across restarts", True, True)
+    return TraceLocation(default_path(), f"the container's home: lost at a restart ({root} {problem}; enable "
+                                         "the Space's persistent storage to keep them)", False, False)
 
 
 def _unusable(root: Path) -> Optional[str]:

@@ -122,12 +122,15 @@ def choose_questions(questions: Sequence[Question], n: int) -> list[Question]:
 
 @dataclass
 class Recorded:
-    """One question of a recording, with each method's run and whether it is still current."""
+    """One question of a recording, with each method's run and whether it is still current. A run
+    recorded by other code is still shown, labelled (`note`): a true, dated picture of what that
+    code did is worth more to a visitor than a blank column."""
     question: str
     hops: Optional[int]
     gold: list[str]
     runs: dict[str, RunResult]
     stale: dict[str, str] = field(default_factory=dict)   # method → why it is not current
+    notes: dict[str, str] = field(default_factory=dict)   # method → the label its column carries
 
     @property
     def current_runs(self) -> dict[str, RunResult]:
@@ -147,9 +150,18 @@ class Showcase:
     methods: list[str]
     items: list[Recorded]
 
+    versions: dict[str, str] = field(default_factory=dict)    # method → code version it was recorded with
+    dates: dict[str, str] = field(default_factory=dict)       # method → the day it was recorded
+
     @property
     def banner(self) -> str:
         return f"recorded on {self.recorded_at} with {self.model} (profile {self.profile})"
+
+    def recorded_by(self, method: str) -> str:
+        """"version 5d7bca6 on 2026-11-23", or the date alone for a recording that kept no version."""
+        when = self.dates.get(method) or self.recorded_at
+        version = self.versions.get(method)
+        return f"version {version} on {when}" if version else f"an earlier version on {when}"
 
     def find(self, label_or_question: str) -> Optional[Recorded]:
         return next((r for r in self.items if label_or_question in (r.label, r.question)), None)
@@ -168,12 +180,14 @@ def _read(path: Path) -> dict:
 
 def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequence[str] = DEFAULT_METHODS,
            k: int = 10, out: Optional[Path] = None,
-           on_run: Optional[Callable[[int, int, str, RunResult], None]] = None, update: bool = False) -> Path:
+           on_run: Optional[Callable[[int, int, str, RunResult], None]] = None, update: bool = False,
+           version: str = "") -> Path:
     """Run each method on each question and write the recording (atomically).
 
     update=True re-records only `methods` into the existing recording, on its own questions,
     and keeps every other method's runs: after a change to one method, only that method's
-    LLM time is spent again."""
+    LLM time is spent again. `version`: the code's version (a commit), kept per method so a
+    stale run can say what recorded it."""
     if ctx.llm is None:
         raise HopTraceError("recording the showcase needs an LLM (the LLM methods are what it shows)")
     out = out or path_for(kb)
@@ -210,7 +224,8 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
     doc = {"format": FORMAT, "kb": kb, "recorded_at": today, "model": ctx.llm.describe(),
            "profile": instances[llm_methods[0]].profile if llm_methods else "paper",
            "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods},
-           "recorded_on": {m: today for m in methods}, "items": items}
+           "recorded_on": {m: today for m in methods}, "recorded_with": {m: version for m in methods if version},
+           "items": items}
     if old is not None:
         kept = [m for m in old["methods"] if m not in methods]
         for new_item, old_item in zip(items, old["items"]):
@@ -219,6 +234,8 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
         doc["fingerprints"] = {**{m: old["fingerprints"][m] for m in kept}, **doc["fingerprints"]}
         dates = old.get("recorded_on") or {m: old["recorded_at"] for m in old["methods"]}
         doc["recorded_on"] = {**{m: dates[m] for m in kept}, **doc["recorded_on"]}
+        versions = old.get("recorded_with") or {}
+        doc["recorded_with"] = {**{m: versions[m] for m in kept if m in versions}, **doc["recorded_with"]}
         if not llm_methods:  # an LLM-free method re-recorded says nothing about the LLM methods' profile
             doc["profile"] = old["profile"]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -236,12 +253,17 @@ def load(path: Path) -> Showcase:
     stale = {m: ("recorded with other prompts or code than this version's" if now.get(m) != fp
                  else "") for m, fp in doc["fingerprints"].items()}
     stale = {m: why for m, why in stale.items() if why}
-    items = [Recorded(it["question"], it.get("hops"), it["gold"],
-                      {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale))
-             for it in doc["items"]]
-    dates = sorted(set((doc.get("recorded_on") or {}).values())) or [doc["recorded_at"]]
+    by_day = doc.get("recorded_on") or {}
+    dates = sorted(set(by_day.values())) or [doc["recorded_at"]]
     when = dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}"  # an --update kept older runs
-    return Showcase(doc["kb"], when, doc["model"], doc["profile"], doc["methods"], items)
+    sc = Showcase(doc["kb"], when, doc["model"], doc["profile"], doc["methods"], [],
+                  versions=dict(doc.get("recorded_with") or {}), dates=dict(by_day))
+    notes = {m: f"Recorded with {sc.recorded_by(m)}; this method's code or prompts changed since, so a live "
+                f"run may differ." for m in stale}
+    sc.items = [Recorded(it["question"], it.get("hops"), it["gold"],
+                         {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale), dict(notes))
+                for it in doc["items"]]
+    return sc
 
 
 def load_for(kb: str) -> Optional[Showcase]:

@@ -55,14 +55,16 @@ def build(state: AppState) -> gr.Blocks:
 
     with gr.Blocks(title="HopTrace") as app:
         shell.app = app
-        gr.Markdown("# HopTrace\nPick methods, ask a multi-hop question, and watch every stage: what was "
-                    "retrieved, filtered, rewritten and scored, and where a gold passage was lost.")
+        gr.Markdown("# HopTrace\nWatch multi-hop retrievers work, hop by hop: each method's stages as one map "
+                    "of what it retrieved, kept, pruned and rewrote, and where it reached or lost the gold passage.")
         if state.public.enabled:
             gr.Markdown(public_banner(state.public, os.environ.get("SPACE_ID", "")), elem_id="public-banner")
-        with gr.Row():
+        with gr.Row(equal_height=True):
             shell.kb = gr.Dropdown(kb_choices, value=first, label="Knowledge base", scale=1, elem_id="kb")
-            shell.backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
-        shell.session_state = gr.State("")
+            with gr.Column(scale=4):
+                shell.backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
+                with gr.Accordion("About this server", open=False, elem_id="about"):
+                    shell.about = gr.Markdown(_about_text(state, demo_kb), elem_id="about-text")
         # The visitor's id lives in their browser; in public mode it decides whose runs they see.
         shell.visitor = gr.BrowserState("", storage_key="hoptrace-visitor")
 
@@ -72,6 +74,9 @@ def build(state: AppState) -> gr.Blocks:
             shell.bench = benchmark.layout(shell)
             shell.j_pick = judge.build_tab(state, shell.experiments, shell.visitor)
             shell.index = index.layout(shell)
+        # Which run the Ask tab shows: a session id, a recording's question, an experiment's pair
+        # (ui/tabs/shared.py prefixes); it opens on the showcase's first question.
+        shell.session_state = gr.State(getattr(shell, "first_session", ""))
 
         ask.wire(shell)
         app.load(None, js=JUDGE_KEYS_JS)
@@ -104,7 +109,14 @@ def _wire_arrival(shell) -> None:
         except HopTraceError as e:
             return f"<span class='ht-err'>{render.esc(e)}</span>"
 
+    def about_for(name):
+        try:
+            return _about_text(state, state.kb(name, warm=False))
+        except HopTraceError as e:
+            return f"<span class='ht-err'>{render.esc(e)}</span>"
+
     app.load(backends_for, kb, backends)
+    app.load(about_for, kb, shell.about)
     _wire_readiness(shell, backends_for)
     if state.export is not None:  # a failing collector shows in the header at the next ask
         for btn in (run_btn, live_btn):
@@ -132,8 +144,14 @@ def _wire_readiness(shell, backends_for) -> None:
 
 
 def _backends_line(state: AppState, open_kb) -> str:
-    llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
-    where = f" · traces in `{render.esc(str(state.traces.path))}`" if state.public.show_paths else ""
+    """The header a visitor reads: which LLM, which KB, which methods are ready, and any warning
+    about their runs. The server's particulars are in the About fold (`_about_text`)."""
+    if state.llm is None:
+        llm = "none (GEAR runs as NaiveGE; SAG and GRASP need one)"
+    else:
+        kind = "embedded, no API key" if state.llm_settings.backend == "local" else "API"
+        status = state.llm_status if not state.llm.health().startswith("exited") else "server exited"
+        llm = f"{state.llm_settings.model} ({kind}, {status})"
     # A trace file kept aside at start is said once, here: names only, never a directory.
     recovered = (f"\n\n<span class='ht-err' id='traces-recovered'>⚠ {render.esc(state.traces.recovered)}</span>"
                  if state.traces.recovered else "")
@@ -146,9 +164,31 @@ def _backends_line(state: AppState, open_kb) -> str:
     elif state.public.enabled and state.traces_persistent:
         recovered += "\n\n<span id='traces-kept'>runs are kept across restarts (persistent storage)</span>"
     ready = state.readiness(open_kb.name)
-    methods = f"\n\n<span id='kb-readiness'>**Methods on this KB** {render.esc(ready)}</span>" if ready else ""
-    return (f"**Embedder** {open_kb.ctx.embedder.name} · **LLM** {render.esc(state.llm_line())} — used by "
-            f"{llm_methods} and the answer step{where}{recovered}{exporting}{methods}")
+    methods = (f"<span id='kb-readiness'>{render.esc(ready)}</span>" if ready
+               else f"<span id='kb-readiness'>all {len(METHODS)} ready</span>")
+    return (f"**LLM** {render.esc(llm)} · **KB** {render.esc(open_kb.name)} · **Methods** {methods}"
+            f"{recovered}{exporting}")
+
+
+def _about_text(state: AppState, open_kb) -> str:
+    """The "About this server" fold: the model's file and server process, the embedder, versions,
+    where traces are kept (paths only where this server may show them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+
+    llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
+    lines = [f"**LLM** {render.esc(state.llm_line())} — used by {render.esc(llm_methods)} and the answer step",
+             f"**Embedder** {render.esc(open_kb.ctx.embedder.name)}",
+             f"**Versions** hoptrace {v('hoptrace')} · gradio {v('gradio')} · llama-cpp-python {v('llama-cpp-python')}"
+             f" · sentence-transformers {v('sentence-transformers')} · vis-network 9.1.2 (pyvis {v('pyvis')})"]
+    if state.public.show_paths:
+        lines.append(f"**Traces** `{render.esc(str(state.traces.path))}`")
+    return "\n\n".join(lines)
 
 
 def _export_line(state: AppState, status: str) -> str:

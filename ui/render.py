@@ -28,15 +28,28 @@ from retrieval.trace.html import (
 )
 
 __all__ = ["CSS", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
-           "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "live_html",
-           "payload_html", "ranking_html", "stage_html", "vis_file"]
-from retrieval.trace.model import RunResult, Subgraph
+           "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "hop_maps",
+           "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
+from retrieval.trace import hopmap_view
+from retrieval.trace.model import RunResult, Stage, Subgraph
 
 STAGE_CLICK_JS = """() => {
   document.addEventListener('click', (e) => {
     const link = e.target.closest && e.target.closest('.ht-graph-link');
     if (!link) return;
     e.preventDefault(); e.stopPropagation();  // a click on it must not fold the stage
+    const [method, stage] = link.dataset.stage.split(' · ');
+    // The hop map that holds this method is told directly (no round trip) and brought into view;
+    // the nearest one above the link (a tab may show several), else the Ask tab's.
+    const maps = [...document.querySelectorAll('iframe.ht-hopmap')].filter((f) => {
+      try { return JSON.parse(f.dataset.methods || '[]').includes(method); } catch (_) { return false; }
+    });
+    const frame = maps.filter((f) => f.offsetParent !== null)[0];
+    if (frame) {
+      frame.contentWindow.postMessage({hopmap: {method, stage}}, '*');
+      frame.scrollIntoView({block: 'start', behavior: 'instant'});
+      return;
+    }
     const box = document.querySelector('#stage-click textarea, #stage-click input');
     if (!box) return;
     // A nonce after the tab makes a second click on the same stage a change too.
@@ -114,6 +127,20 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
            "</script></body></html>")
     return (f"<iframe sandbox='allow-scripts' style='width:100%;height:{height}px;border:1px solid #e4e4e7' "
             f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")
+
+
+def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,
+             titles: Optional[dict] = None, partial: Optional[dict[str, list[Stage]]] = None) -> str:
+    """The hop map viewer of a request's runs (retrieval/trace/hopmap_view.py), opened on `choice`
+    ("method · stage"); `partial`: the stages so far of methods still running (a live request).
+    vis-network comes from the app's own route, relative to the page (right behind any proxy)."""
+    shown = dict(runs)
+    for m, stages in (partial or {}).items():
+        if m not in shown and stages:
+            shown[m] = RunResult(method=m, question="", stages=list(stages))
+    method, stage = (choice.split(" · ", 1) + [""])[:2] if choice and " · " in choice else ("", "")
+    return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in shown.items()], method, stage,
+                              vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles)
 
 
 # --- comparison charts ------------------------------------------------------------------------

@@ -44,7 +44,10 @@ def cmd_record_showcase(args) -> int:
         print(f"[{i}/{n}] {method}: {run.status} · {run.latency_ms / 1000:.1f} s · tokens {run.tokens_in}/"
               f"{run.tokens_out} · {run.question[:60]}", file=sys.stderr, flush=True)
 
-    out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done, update=args.update)
+    from traces.storage.experiments import code_version
+
+    out = record(ctx, args.kb, questions, methods, out=args.out, on_run=done, update=args.update,
+                 version=code_version())
     print(f"wrote {out} ({len(asked)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
     if failed:

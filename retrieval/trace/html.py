@@ -23,12 +23,14 @@ NODE_COLOURS = {"question": "#6d28d9", "query": "#a78bfa", "passage": "#2563eb",
 GOLD_COLOUR = "#f59e0b"
 
 CSS = """
-.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:12px}
+.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(250px,1fr));gap:10px}
 .ht-col{border:1px solid #d4d4d8;border-radius:8px;padding:8px;min-width:0}
 .ht-col h3{margin:0 0 6px 0}
 .ht-stage{border-left:3px solid #a1a1aa;margin:4px 0;padding:2px 6px}
 .ht-stage.ok{border-color:#16a34a}.ht-stage.empty{border-color:#f59e0b}.ht-stage.error{border-color:#dc2626}
-.ht-stage summary{cursor:pointer}
+.ht-stage>summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.ht-stage[open]>summary{white-space:normal}
+.ht-stale{background:#fff7ed;border:1px solid #f97316;border-radius:4px;padding:2px 4px;font-size:.85em;margin:2px 0}
 .ht-meta{color:#71717a;font-size:.85em}
 .ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
 .ht-table td,.ht-table th{border-bottom:1px solid #e4e4e7;padding:1px 4px;text-align:left;overflow-wrap:anywhere}
@@ -127,14 +129,16 @@ def payload_html(payload: dict, gold: set[str]) -> str:
 
 
 def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "") -> str:
+    """One stage folded to one line (mark, its map link, name, latency, tokens; the title on hover
+    and first in the opened body)."""
     mark = STATUS_MARK.get(st.status, "?")
     graph = ""
     if st.subgraph and st.subgraph.nodes:
-        size = f"graph {len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e"
-        # A click on it draws this stage's subgraph in the panel (the app's page script reads
-        # data-stage, which is the Stage picker's own choice string).
+        size = f"{len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e"
+        # A click on it shows this stage in the hop map (the app's page script reads data-stage,
+        # which is also the Stage picker's own choice string).
         graph = (f" · <a class='ht-graph-link' data-stage='{esc(f'{method} · {st.name}')}' "
-                 f"title='draw this subgraph'>{size} ▸</a>" if method else f" · {size}")
+                 f"title='show this stage in the hop map'>map ▸</a> {size}" if method else f" · {size}")
     msg = (f"<div class='{'ht-err' if st.status == 'error' else 'ht-meta'}'>{esc(st.message)}</div>"
            if st.message else "")
     calls = "".join(
@@ -142,9 +146,9 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "")
         f"{c.latency_ms:.0f} ms</summary><pre>{esc(c.prompt)}</pre><hr><pre>{esc(c.completion)}</pre></details>"
         for i, c in enumerate(st.llm_calls))
     return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
-            f"<summary>{mark} <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
+            f"<summary title='{esc(st.title)}'>{mark} <span class='ht-meta'>{esc(st.name)} · "
             f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
-            f"{msg}{payload_html(st.payload, gold)}{calls}</details>")
+            f"<div><b>{esc(st.title)}</b></div>{msg}{payload_html(st.payload, gold)}{calls}</details>")
 
 
 def _latency(ms: float, reused: float) -> str:
@@ -156,7 +160,21 @@ def _latency(ms: float, reused: float) -> str:
             f"{ms:.1f} ms (incl. {reused:.1f} ms shared)</span>")
 
 
-def ranking_html(run: RunResult, gold: set[str]) -> str:
+def passage_titles(run: RunResult) -> dict[str, str]:
+    """Passage id → title as the run itself drew them (ranking, stage subgraphs)."""
+    out: dict[str, str] = {}
+    for st in run.stages:
+        for n in (st.subgraph.nodes if st.subgraph else ()):
+            if n.type == "passage" and n.label and not n.id.startswith(n.label.rstrip("…")):
+                out.setdefault(n.id, n.label)
+    out.update({r.passage_id: r.title for r in run.ranked if r.title})
+    return out
+
+
+def ranking_html(run: RunResult, gold: set[str], titles: Optional[dict] = None) -> str:
+    """The final ranking, gold starred; each missed gold passage named by its title (from the run,
+    else `titles`: the KB's), with the stage that last held it."""
+    names = {**(titles or {}), **passage_titles(run)}
     rows = "".join(
         f"<tr class='{'ht-gold' if r.passage_id in gold else ''}'><td>{i + 1}</td>"
         f"<td>{'★ ' if r.passage_id in gold else ''}{esc(r.title)}</td><td>{r.score:.4f}</td></tr>"
@@ -165,7 +183,8 @@ def ranking_html(run: RunResult, gold: set[str]) -> str:
     if gold:
         fates = [f for f in gold_fates(run, gold) if f.rank is None]
         if fates:
-            items = "".join(f"<li class='ht-missed'>{esc(f.passage_id)}: "
+            items = "".join(f"<li class='ht-missed' title='{esc(f.passage_id)}'>★ "
+                            f"{esc(names.get(f.passage_id) or f.passage_id)}: "
                             + (f"last seen in <b>{esc(f.last_seen)}</b>" if f.last_seen else "never retrieved")
                             + "</li>" for f in fates)
             missed = f"<div><b>Missed gold passages</b><ul>{items}</ul></div>"
@@ -200,11 +219,13 @@ def live_html(st: Stage) -> str:
 
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
                 running: bool, live: Optional[Stage] = None, graph_links: bool = True,
-                cache: Optional[dict] = None) -> str:
+                cache: Optional[dict] = None, note: str = "", titles: Optional[dict] = None) -> str:
     """`graph_links`: each stage's graph size is a link that draws it (the Ask tab's columns).
     `cache`: a finished stage does not change, so a live view renders each one once, not once
-    an update (keyed by the stage object, which the cache's owner keeps alive)."""
-    head = f"<h3>{esc(method)}</h3>"
+    an update (keyed by the stage object, which the cache's owner keeps alive). `note`: a line
+    under the name (a recording made by other code says so). `titles`: the KB's passage titles,
+    for a missed gold passage no stage drew."""
+    head = f"<h3>{esc(method)}</h3>" + (f"<div class='ht-stale'>{esc(note)}</div>" if note else "")
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
         reused = sum(reused_ms(st) for st in run.stages)
@@ -225,7 +246,7 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     body = "".join(one(s) for s in stages)
     if live is not None and run is None:
         body += live_html(live)
-    tail = ranking_html(run, gold) if run is not None and run.ranked else ""
+    tail = ranking_html(run, gold, titles) if run is not None and run.ranked else ""
     return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
 
 

@@ -19,8 +19,8 @@ from .shared import (
     RUNS_PREFIX,
     SHOWCASE_PREFIX,
     _expired,
+    _gold_titles,
     _graph_choices,
-    _pick_stage,
     _picker_names,
     _showcase_grid,
     _stored_grid,
@@ -31,10 +31,10 @@ from .shared import (
 DEFAULT_METHODS = ["composed", "griever"]
 
 
-def _columns(prog) -> str:
+def _columns(prog, titles=None) -> str:
     return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
                                                 running=not prog.done and m not in prog.runs,
-                                                live=prog.live.get(m), cache=prog.html)
+                                                live=prog.live.get(m), cache=prog.html, titles=titles)
                              for m in prog.methods), prog.session_id)
 
 
@@ -103,35 +103,68 @@ def _session_url(session_id: str) -> str:
 
 
 
+def first_view(state, sc) -> dict:
+    """What the tab opens on before any click: the showcase's first question, its columns and hop
+    maps, from the shipped recording (no model runs). A page without a recording opens on the form."""
+    item = sc.items[0] if sc and sc.items else None
+    if item is None:
+        return {}
+    titles = _gold_titles(state, sc.kb, item.gold)
+    choices = _graph_choices(item.runs)
+    return {"item": item, "label": item.label, "question": item.question,
+            "columns": _showcase_grid(sc, item, titles), "choices": choices,
+            "graph": render.hop_maps(item.runs, set(item.gold), _default_choice(item.runs), titles),
+            "session": SHOWCASE_PREFIX + item.label}
+
+
+def _default_choice(runs: dict) -> str:
+    """The view a request opens on: the first paper method's last stage (a baseline's map is one
+    stage of passages, the least of the story)."""
+    for m, run in runs.items():
+        if run.stages and m not in ("bm25", "dense", "composed", "rrf_hybrid"):
+            return f"{m} · {run.stages[-1].name}"
+    m, run = next(iter(runs.items()), ("", None))
+    return f"{m} · {run.stages[-1].name}" if run is not None and run.stages else ""
+
+
 def layout(shell) -> SimpleNamespace:
-    """The tab's components, in page order."""
+    """The tab's components, in page order: the showcase picker, the hop maps and the columns of
+    the run on show (a recorded one before any click), then the form to ask a question."""
     state = shell.state
     examples = shell.examples
     with gr.Tab("Ask", id="ask"):
         sc, sc_error = _load_showcase("demo")
+        first = first_view(state, sc)
         with gr.Row(visible=sc is not None or bool(sc_error)):
-            sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=None, scale=4,
-                                  label=(f"Showcase: open a recorded run instantly ({sc.banner})" if sc
-                                         else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
+            sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=first.get("label"), scale=4,
+                                  label=(f"Showcase: a recorded run of each method, opened at once ({sc.banner})"
+                                         if sc else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
             live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
-        question = gr.Textbox(label="Question", value=examples[0] if examples else "", lines=2, elem_id="question")
-        example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None)
+        graph = gr.HTML(first.get("graph", ""), elem_id="graph")
+        columns = gr.HTML(first.get("columns", ""), elem_id="columns")
+        link = gr.Markdown(elem_id="session-link")
+        question = gr.Textbox(label="Question", value=first.get("question") or (examples[0] if examples else ""),
+                              lines=1, elem_id="question")
+        with gr.Row():
+            example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None, scale=4)
+            run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=1)
         with gr.Row():
             pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none",
                                       state.public.show_paths)
-            k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
-            iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
-            with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
-        run_btn = gr.Button("Run", variant="primary", elem_id="run")
-        link = gr.Markdown(elem_id="session-link")
-        columns = gr.HTML(elem_id="columns")
-        with gr.Accordion("Subgraph", open=True):
-            gr.HTML("<style>#stage-click{display:none}</style>")
-            stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
-            graph_pick = gr.Dropdown([], label="Stage (or click a stage's graph link in its column)",
-                                     elem_id="graph-pick", allow_custom_value=True)
-            graph = gr.HTML(elem_id="graph")
-        comparison = gr.Plot(label="Comparison", elem_id="comparison")
+            with gr.Column(scale=1, min_width=220):
+                k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+                iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
+                with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
+        with gr.Accordion("Timings, tokens and recall of the run on show", open=False, elem_id="comparison-fold"):
+            comparison = gr.Plot(label="Comparison", elem_id="comparison",
+                                 value=render.comparison_figure(first["item"].runs, set(first["item"].gold))
+                                 if first else None)
+        gr.HTML("<style>#stage-click{display:none}</style>")
+        stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
+        # The stage on show, as "method · stage": the state a re-render of the hop map opens on.
+        graph_pick = gr.Dropdown(first.get("choices", []), value=_default_choice(first["item"].runs) if first else None,
+                                 elem_id="graph-pick", allow_custom_value=True, visible=False)
+    shell.first_session = first.get("session", "")
     return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
                            example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
                            run_btn=run_btn, link=link, columns=columns, stage_click=stage_click,
@@ -183,26 +216,32 @@ def wire(shell) -> None:
         graph_sent, first = None, True
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
                                   {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
+        titles = None
         for prog in stream:
             url = _session_url(prog.session_id)
             latest = prog.latest
-            # The first update clears what an earlier run or a recording left in the graph,
+            if titles is None:
+                titles = _gold_titles(state, kb_name, prog.gold)
+            # The first update clears what an earlier run or a recording left in the hop map,
             # stage picker and comparison, so nothing stale sits beside a live run.
             fresh, first = first, False
-            # The graph iframe inlines vis-network (~0.5 MB): send it only when it changes.
+            # The hop map is sent again only when a stage with something to draw arrived: it
+            # follows the newest stage ("watch each stage render").
             graph_out = "" if fresh else gr.update()
             if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                 graph_sent = latest
-                graph_out = render.graph_iframe(latest[1].subgraph, prog.gold)
+                graph_out = render.hop_maps(prog.runs, prog.gold, f"{latest[0]} · {latest[1].name}", titles,
+                                            partial=prog.stages)
             if not prog.done:
-                yield (_columns(prog), graph_out,
+                yield (_columns(prog, titles), graph_out,
                        gr.update(choices=[], value=None) if fresh else gr.update(),
                        None if fresh else gr.update(),
                        f"Session `{prog.session_id}` (running…)", prog.session_id), False
             else:
                 choices = _graph_choices(prog.runs)
-                yield (_columns(prog), graph_out,
-                       gr.update(choices=choices, value=choices[-1] if choices else None),
+                pick = _default_choice(prog.runs)
+                yield (_columns(prog, titles), render.hop_maps(prog.runs, prog.gold, pick, titles),
+                       gr.update(choices=choices, value=pick or None),
                        render.comparison_figure(prog.runs, prog.gold),
                        f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id), True
 
@@ -222,37 +261,40 @@ def wire(shell) -> None:
         item = sc.find(label) if sc and label else None
         if item is None:
             return (gr.update(),) * (7 + len(pickers))
-        runs = item.current_runs
+        runs = item.runs
         choices = _graph_choices(runs)
-        st = _pick_stage(runs, choices[-1]) if choices else None
+        pick = _default_choice(runs)
+        titles = _gold_titles(state, sc.kb, item.gold)
         picked = [gr.update(value=[m for m in _picker_names(pk) if m in runs]) if runs else gr.update()
                   for pk in pickers]
-        return ("demo", item.question, _showcase_grid(sc, item),
-                gr.update(choices=choices, value=choices[-1] if choices else None),
-                render.graph_iframe(st.subgraph if st else None, set(item.gold)),
+        return ("demo", item.question, _showcase_grid(sc, item, titles),
+                gr.update(choices=choices, value=pick or None),
+                render.hop_maps(runs, set(item.gold), pick, titles),
                 render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label, *picked)
 
     sc_pick.change(open_recorded, sc_pick, [kb, question, columns, graph_pick, graph, comparison,
                                             session_state, *pickers])
 
     def pick_graph(choice, sid):
+        """The hop maps of the run on show, opened on `choice` (a stage link the page could not
+        send to a hop map directly)."""
         if not sid:
-            return ""
+            return gr.update()
         if sid.startswith(SHOWCASE_PREFIX):
             item = sc.find(sid[len(SHOWCASE_PREFIX):]) if sc else None
-            st = _pick_stage(item.current_runs, choice) if item else None
-            return render.graph_iframe(st.subgraph if st else None, set(item.gold) if item else set())
+            if item is None:
+                return gr.update()
+            return render.hop_maps(item.runs, set(item.gold), choice, _gold_titles(state, sc.kb, item.gold))
         if sid.startswith(RUNS_PREFIX):
             runs, gold = _stored_runs(state.traces, sid[len(RUNS_PREFIX):].split(","))
         else:
             runs, gold, _, _ = _stored_session(state.traces, sid)
-        st = _pick_stage(runs, choice)
-        return render.graph_iframe(st.subgraph if st else None, gold)
+        return render.hop_maps(runs, gold, choice)
 
-    graph_pick.change(pick_graph, [graph_pick, session_state], graph)
-    # A click on a stage's graph link in a column picks that stage (render.STAGE_CLICK_JS).
-    stage_click.change(lambda clicked: gr.update(value=clicked.split("\t")[0]) if clicked else gr.update(),
-                       stage_click, graph_pick)
+    # A click on a stage's map link in a column shows it in the hop map on the page that holds its
+    # method, in the browser (render.STAGE_CLICK_JS); this box is the fallback when none does.
+    stage_click.change(lambda clicked, sid: pick_graph(clicked.split("\t")[0], sid) if clicked else gr.update(),
+                       [stage_click, session_state], graph)
     app.load(None, js=render.STAGE_CLICK_JS)
 
 
@@ -260,14 +302,14 @@ def wire(shell) -> None:
         """`?session=ID` reopens a stored comparison exactly as it was."""
         sid = (request.query_params.get("session") if request else None) or ""
         if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
-            return (gr.update(), _expired("comparison"), gr.update(), gr.update(), gr.update(), "")
+            return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "")
         if not sid or state.traces.session(sid) is None:
-            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), ""
-        runs, gold, _, q = _stored_session(state.traces, sid)
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+        runs, gold, kb_name, q = _stored_session(state.traces, sid)
         choices = _graph_choices(runs)
-        st = _pick_stage(runs, choices[-1]) if choices else None
-        return (q, _stored_grid(runs, gold), gr.update(choices=choices, value=choices[-1] if choices else None),
-                render.graph_iframe(st.subgraph if st else None, gold),
-                render.comparison_figure(runs, gold), sid)
+        pick = _default_choice(runs)
+        titles = _gold_titles(state, kb_name, gold)
+        return (q, _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=pick or None),
+                render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid)
 
     app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])

@@ -13,7 +13,7 @@ from traces.storage.questionsets import BUILT_IN, QuestionSets
 
 from .. import evidence, messages, render
 from ..ask import uses_llm
-from .shared import RUNS_PREFIX, _expired, _graph_choices, _pick_stage, _picker_names, _stored_grid
+from .shared import RUNS_PREFIX, _expired, _gold_titles, _graph_choices, _picker_names, _stored_grid
 
 
 def _scatter(res, x_key: str):
@@ -275,16 +275,17 @@ def wire(shell) -> None:
         except HopTraceError as e:
             return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * (2 + len(pickers))
         choices = _graph_choices(runs)
-        st = _pick_stage(runs, choices[-1]) if choices else None
+        titles = _gold_titles(state, exp.kb, gold)
         scores = " · ".join(f"{render.esc(m)} {render.esc(metric)} {v}" for m, v in zip((a, b), evt.row_value[3:5]))
         note = (f"<div class='ht-recorded' id='experiment-banner'>Stored runs of experiment "
                 f"<code>{render.esc(exp.id[:12])}</code>, not re-run: question {render.esc(qid)} · {scores}. "
                 f"A method that cut one longer ranking shows all of it; a missed gold passage names the last "
                 f"stage that held it.</div>")
         picked = [gr.update(value=[m for m in _picker_names(pk) if m in (a, b)]) for pk in pickers]
-        return (gr.Tabs(selected="ask"), q, note + _stored_grid(runs, gold),
-                gr.update(choices=choices, value=choices[-1] if choices else None),
-                render.graph_iframe(st.subgraph if st else None, gold), gr.update(),
+        first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)
+        return (gr.Tabs(selected="ask"), q, note + _stored_grid(runs, gold, titles=titles),
+                gr.update(choices=choices, value=first),
+                render.hop_maps(runs, gold, first, titles), gr.update(),
                 render.comparison_figure(runs, gold), RUNS_PREFIX + ",".join(ids), *picked)
 
     e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor],

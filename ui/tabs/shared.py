@@ -54,18 +54,35 @@ RUNS_PREFIX = "runs:"  # session_state of a pair opened from an experiment
 
 
 
-def _showcase_grid(sc, item) -> str:
+def _showcase_grid(sc, item, titles: Optional[dict] = None) -> str:
+    """A recorded question's columns: every method's run, those recorded by other code labelled
+    with the version that recorded them and what changed since."""
     note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
             f"Press <b>Run live</b> to run this question now.</div>")
     if item.stale:
-        note += ("<div class='ht-meta'>Not shown, because the recording no longer matches this version: "
-                 + ", ".join(f"{render.esc(m)} ({render.esc(why)})" for m, why in item.stale.items()) + "</div>")
-    return note + _stored_grid(item.current_runs, set(item.gold))
+        note += ("<div class='ht-stale' id='stale-banner'>Recorded by other code than this version's: "
+                 + ", ".join(f"{render.esc(m)} ({render.esc(sc.recorded_by(m))})" for m in item.stale)
+                 + ". Shown as recorded, each labelled; re-record with <code>hoptrace record-showcase --update "
+                 "--methods …</code>.</div>")
+    return note + _stored_grid(item.runs, set(item.gold), notes=item.notes, titles=titles)
 
 
-def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True) -> str:
-    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links)
+def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True, notes: Optional[dict] = None,
+                 titles: Optional[dict] = None) -> str:
+    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links,
+                                               note=(notes or {}).get(m, ""), titles=titles)
                             for m, r in runs.items())
+
+
+def _gold_titles(state, kb: str, gold) -> dict:
+    """The KB's titles of the gold passages, so a missed one is named by its title even when no
+    stage drew it. Empty when the KB cannot be read: the id is then shown, never an error."""
+    if not gold:
+        return {}
+    try:
+        return {p.id: p.title for p in state.kb(kb, warm=False).ctx.store.passages(list(gold)) if p.title}
+    except Exception:  # noqa: BLE001 - naming is a courtesy; the run is shown either way
+        return {}
 
 
 

@@ -11,7 +11,7 @@ import gradio as gr
 from retrieval.core.errors import HopTraceError, InputError
 
 from .. import render
-from .shared import _stored_grid
+from .shared import _gold_titles, _stored_grid
 
 RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens", "recall"]
 
@@ -70,15 +70,20 @@ def wire(shell) -> None:
         ids = [x.strip() for x in (a, b) if x and x.strip()]
         if not ids:
             return render.error_html("enter a run id from the table"), None
-        runs, gold = {}, set()
+        runs, gold, kb_name = {}, set(), ""
         try:
             for rid in ids:
                 run, info = state.traces.load_run(rid)
                 runs[f"{run.method} [{rid[:6]}]"] = run
                 gold |= set(info["gold"])
+                kb_name = info["kb"]
         except HopTraceError as e:
             return render.error_html(str(e)), None
-        return _stored_grid(runs, gold, graph_links=False), render.comparison_figure(runs, gold)
+        titles = _gold_titles(state, kb_name, gold)
+        # The same views as the Ask tab: each run's hop map, then its column, whose stage links
+        # show that stage in the map above.
+        return (render.hop_maps(runs, gold, None, titles) + _stored_grid(runs, gold, titles=titles),
+                render.comparison_figure(runs, gold))
 
     show_btn.click(show, [run_a, run_b], [stored, stored_plot])
 

@@ -1,0 +1,175 @@
+"""Hop maps → the viewer: one sandboxed HTML document (vis-network with fixed places, a stage list,
+step buttons and a slider, a legend, PNG / SVG export), per run or per side-by-side request.
+
+Below the UI so the app, the Traces tab, the Benchmark drill-down and the notebook all show the
+same view. vis-network comes from the app's own route (`vis_src`) or, in a notebook, inline from
+pyvis's bundled copy: nothing is fetched from outside. Every string reaches the document as
+JSON inside a <script type=application/json> block (no '<', '>' or '&' left to end it) and is
+set as text by the viewer's script (hopmap.js).
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Optional
+
+from . import hopmap
+from .hopmap import HopMap
+from .model import RunResult
+
+FONT_PX = 14          # node labels in canvas units
+MIN_SCALE = 12.5 / FONT_PX  # the view never zooms out further: labels stay at least 12 px
+HEIGHT = 640          # the iframe's height in the page
+GUTTER = 14
+
+_JS = Path(__file__).with_name("hopmap.js")
+
+
+@dataclass
+class ViewerRun:
+    """One column of the viewer: a method's run with the gold it is judged against."""
+    method: str
+    run: RunResult
+    gold: tuple[str, ...] = ()
+
+
+def top_n() -> int:
+    """Nodes shown per lane and layer before "+M more": HOPTRACE_HOPMAP_TOP_N, else hopmap.TOP_N."""
+    raw = os.environ.get("HOPTRACE_HOPMAP_TOP_N", "").strip()
+    if not raw:
+        return hopmap.TOP_N
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from ..core.errors import ConfigError
+        raise ConfigError(f"HOPTRACE_HOPMAP_TOP_N={raw!r}: give a whole number of nodes, 1 or more")
+    return n
+
+
+def _map_json(name: str, hm: HopMap) -> dict:
+    def r(v: Optional[float]) -> Optional[float]:
+        return None if v is None else round(float(v), 4)
+
+    return {
+        "method": name, "question": hm.question, "layers": hm.layers, "lanes": hm.lanes, "top_n": hm.top_n,
+        "gold_total": hm.gold_total, "gold_found": hm.gold_found, "layer_x": hm.layer_x,
+        "lane_y": hm.lane_y, "lane_y_all": hm.lane_y_all,
+        "stages": [{"name": s.name, "title": s.title, "lane": s.lane, "status": s.status,
+                    "latency_ms": round(s.latency_ms, 1), "tokens": s.tokens, "added": s.added, "pruned": s.pruned,
+                    "gold_dropped": s.gold_dropped, "has_graph": s.has_graph} for s in hm.stages],
+        # Short keys: a five-method request sends a few hundred nodes in every update.
+        "nodes": [{"id": n.key, "k": n.kind, "l": hopmap.two_lines(_scored(n), hopmap.LINE_CHARS - 2 * _marks(n)),
+                   "f": n.full, "x": n.x, "y": n.y, "xa": n.x_all, "ya": n.y_all, "a": n.added, "s": n.seen,
+                   "p": n.pruned, "sc": r(n.score), "g": n.gold, "d": n.dropped_gold, "r": n.rank, "ro": n.role,
+                   "ch": n.chosen, "ca": n.chosen_at, "h": n.hidden}
+                  for n in hm.nodes],
+        "edges": [{"id": f"e{i}", "f": e.source, "t": e.target, "k": e.kind, "l": e.label, "a": e.added,
+                   "w": r(e.weight) if isinstance(e.weight, (int, float)) else None, "gp": e.gold_path}
+                  for i, e in enumerate(hm.edges)],
+        "more": [{"id": m.key, "x": m.x, "y": m.y, "n": m.count, "a": m.first} for m in hm.more],
+    }
+
+
+def _marks(n) -> int:
+    """How many marks the viewer may put before a node's label (gold, dropped, role, chosen)."""
+    return sum(bool(x) for x in (n.gold, n.dropped_gold is not None, n.role in ROLE_MARKS, n.chosen in ROLE_MARKS))
+
+
+ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected", "RankVote pick")  # hopmap.js ROLE
+
+
+def _scored(n) -> str:
+    """A node's label with the score its stage gave it in front (triples, propositions, entities)."""
+    text = hopmap.cut(n.full or n.label, 200)
+    if n.score is not None and n.kind in ("triple", "proposition", "entity", "event"):
+        return f"{n.score:.2f} · {text}"
+    return text
+
+
+def _script_json(value) -> str:
+    """JSON safe inside a <script>: no '<', '>' or '&' that could end it or open a comment."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@lru_cache(maxsize=1)
+def _inline_vis() -> str:
+    import pyvis
+
+    return (Path(pyvis.__file__).parent / "templates" / "lib" / "vis-9.1.2" / "vis-network.min.js").read_text()
+
+
+CSS = """
+html,body{margin:0;font:14px system-ui,sans-serif;color:#18181b;background:#fff}
+#top{display:flex;gap:6px;align-items:center;flex-wrap:wrap;padding:4px 6px;border-bottom:1px solid #e4e4e7}
+#methods button,.ctl button{font:600 14px system-ui,sans-serif;border:1px solid #a1a1aa;background:#fff;
+  border-radius:6px;padding:3px 9px;cursor:pointer}
+#methods button.on{background:#1e3a8a;color:#fff;border-color:#1e3a8a}
+#main{display:flex;height:calc(100% - 112px)}
+#side{width:230px;min-width:230px;overflow:auto;border-right:1px solid #e4e4e7}
+#stages{margin:0;padding:0 0 0 4px;list-style:none;font-size:13px}
+#stages li{padding:3px 6px;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;border-radius:4px}
+#stages li:hover{background:#f4f4f5}#stages li.on{background:#1e3a8a;color:#fff}
+#canvas{flex:1;min-width:0;height:100%}
+.ctl{display:flex;gap:6px;align-items:center;padding:4px 6px;flex-wrap:wrap}
+#slider{flex:1;min-width:160px}
+#stage-name{font-weight:600;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:60%}
+#stage-facts,#detail{color:#3f3f46;font-size:13px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+#legend{display:flex;flex-wrap:wrap;gap:4px 12px;padding:2px 6px;font-size:13px;border-top:1px solid #e4e4e7}
+.lg i{display:inline-block;width:18px;height:12px;border:1px solid;vertical-align:middle;margin-right:4px}
+div.vis-tooltip{white-space:pre-line;font:13px system-ui,sans-serif;max-width:420px}
+"""
+
+BODY = """<div id='top'><span id='methods'></span><span class='ctl'>
+<button id='prev' title='previous stage (←)'>◀</button><button id='play'>▶ play</button>
+<button id='next' title='next stage (→)'>▶</button></span>
+<input id='slider' type='range' min='0' max='0' value='0' aria-label='stage'>
+<label title='every node of every cell, not only the top N'><input id='expand' type='checkbox'> all nodes</label>
+<span class='ctl'><button id='png'>Save PNG</button><button id='svg'>Save SVG</button></span></div>
+<div class='ctl'><span id='stage-name'></span><span id='stage-facts'></span></div>
+<div id='main'><div id='side'><ol id='stages'></ol></div><div id='canvas'></div></div>
+<div class='ctl'><span id='detail'>Click a node for its full text; hover for where it came from.</span></div>
+<div id='legend'></div>"""
+
+
+def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
+             titles: Optional[dict] = None, height: int = HEIGHT) -> str:
+    """The viewer's HTML document for these runs, opened on `method` at `stage` (its last stage
+    when not given). `vis_src`: the URL of vis-network.min.js; None inlines it (notebooks)."""
+    n = top_n()
+    maps = []
+    for vr in runs:
+        if not vr.run.stages:
+            continue
+        maps.append(_map_json(vr.method, hopmap.build(vr.run, vr.gold, top_n=n, titles=titles)))
+    chosen = next((m for m in maps if m["method"] == method), maps[0] if maps else None)
+    start = -1
+    if chosen is not None:
+        start = next((i for i, s in enumerate(chosen["stages"]) if s["name"] == stage), len(chosen["stages"]) - 1)
+    data = {"maps": maps, "method": chosen["method"] if chosen else "", "stage": start, "font_px": FONT_PX,
+            "min_scale": MIN_SCALE, "node_w": hopmap.NODE_W, "gutter": GUTTER, "head": 46}
+    vis = (f"<script src='{html.escape(vis_src, quote=True)}'></script>" if vis_src
+           else f"<script>{_inline_vis()}</script>")
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<style>{CSS}html,body{{height:{height - 4}px}}</style>{vis}</head><body>{BODY}"
+            f"<script type='application/json' id='hopmap-data'>{_script_json(data)}</script>"
+            f"<script>{_JS.read_text()}</script></body></html>")
+
+
+def iframe(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
+           titles: Optional[dict] = None, height: int = HEIGHT) -> str:
+    """The viewer in a sandboxed iframe (scripts and downloads only: no same-origin access, no
+    forms, no navigation of the page). data-methods lets the page's stage links talk to it."""
+    runs = list(runs)
+    if not any(vr.run.stages for vr in runs):
+        return "<div class='ht-meta'>No stage to draw yet.</div>"
+    doc = document(runs, method, stage, vis_src, titles, height)
+    methods = html.escape(json.dumps([vr.method for vr in runs if vr.run.stages]), quote=True)
+    return (f"<iframe class='ht-hopmap' sandbox='allow-scripts allow-downloads' data-methods=\"{methods}\" "
+            f"title='hop map' style='width:100%;height:{height}px;border:1px solid #d4d4d8;border-radius:8px' "
+            f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")

@@ -1,0 +1,135 @@
+"""The hop maps of the shipped showcase in real headless Chromium: every stage of every run drawn at
+the default zoom, with vis-network's own node positions and label boxes measured for overlaps,
+label size and draw time; places kept across stages; a hostile label kept as text.
+
+The figures go to $HOPTRACE_SCREENSHOTS/hopmap-figures.json (and are printed with -s)."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from retrieval.trace import hopmap_view
+from retrieval.trace.model import RunResult
+from ui.benchmark import ARGS, CHROMIUM
+
+pytestmark = pytest.mark.browser
+
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "showcase" / "demo.json.gz"
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _open(browser, runs: list[hopmap_view.ViewerRun], width: int = 1380):
+    """The viewer as the Ask tab's iframe holds it (1380 px wide at a 1440 px window), vis-network
+    inlined: a file of its own, so nothing is fetched."""
+    page = browser.new_page(viewport={"width": width, "height": hopmap_view.HEIGHT})
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    path = Path(tempfile.mkdtemp(prefix="hoptrace-hopmap-")) / "viewer.html"
+    path.write_text(hopmap_view.document(runs))
+    t0 = time.perf_counter()
+    page.goto(path.as_uri())
+    page.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+    page.first_draw_s = time.perf_counter() - t0
+    return page
+
+
+def _show(page, method: str, stage: str) -> dict:
+    page.evaluate("([m, s]) => hopmapShow(m, s)", [method, stage])
+    page.wait_for_function("window.hopmapDrawn === true", timeout=10_000)
+    return page.evaluate("hopmapMetrics()")
+
+
+def _shipped() -> list[dict]:
+    return json.loads(gzip.decompress(SHIPPED.read_bytes()))["items"]
+
+
+def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(browser):
+    figures = {"stages": 0, "overlapping_label_pairs": 0, "overlapping_shapes": 0, "smallest_label_px": 99.0,
+               "slowest_draw_ms": 0.0, "slowest": "", "first_draw_s": 0.0, "by_method": {}}
+    for item in _shipped():
+        runs = [hopmap_view.ViewerRun(m, RunResult.from_dict(r), tuple(item["gold"])) for m, r in item["runs"].items()]
+        page = _open(browser, runs)
+        figures["first_draw_s"] = max(figures["first_draw_s"], page.first_draw_s)
+        for vr in runs:
+            for st in vr.run.stages:
+                got = _show(page, vr.method, st.name)
+                figures["stages"] += 1
+                figures["overlapping_label_pairs"] += got["overlaps"]
+                figures["overlapping_shapes"] += got["shape_overlaps"]
+                figures["smallest_label_px"] = min(figures["smallest_label_px"], got["min_label_px"])
+                if got["draw_ms"] > figures["slowest_draw_ms"]:
+                    figures["slowest_draw_ms"], figures["slowest"] = got["draw_ms"], f"{vr.method} · {st.name}"
+                m = figures["by_method"].setdefault(vr.method, {"stages": 0, "max_nodes": 0})
+                m["stages"] += 1
+                m["max_nodes"] = max(m["max_nodes"], got["nodes"])
+                assert got["overlaps"] == 0, (vr.method, st.name, got["pairs"])
+        assert not page.dialogs
+        page.close()
+    out = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tempfile.mkdtemp(prefix="hoptrace-shots-"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hopmap-figures.json").write_text(json.dumps(figures, indent=1))
+    print("hop map figures:", json.dumps(figures))
+    assert figures["stages"] > 100
+    assert figures["overlapping_shapes"] == 0
+    assert figures["smallest_label_px"] >= 12
+    assert figures["slowest_draw_ms"] < 1000
+
+
+def test_a_node_keeps_its_place_from_stage_to_stage(browser):
+    item = _shipped()[0]
+    run = RunResult.from_dict(item["runs"]["griever"])
+    page = _open(browser, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
+    places = []
+    for st in ("shortlist_1", "join_2", "ranking"):
+        _show(page, "griever", st)
+        places.append(page.evaluate("(() => { const o = {}; Object.values(net.body.nodes).forEach(n => {"
+                                    " if (n.options && !n.options.hidden && !n.id.startsWith('edgeId'))"
+                                    " o[n.id] = [n.x, n.y]; }); return o; })()"))
+    shared = set(places[0]) & set(places[1]) & set(places[2])
+    assert len(shared) >= 5
+    assert all(places[0][k] == places[1][k] == places[2][k] for k in shared)
+    page.close()
+
+
+def test_a_hostile_label_is_text_in_the_map_and_its_tooltip(browser):
+    item = _shipped()[0]
+    raw = json.loads(json.dumps(item["runs"]["griever"]))
+    for st in raw["stages"]:
+        for n in (st.get("subgraph") or {}).get("nodes", []):
+            if n["type"] == "entity":
+                n["label"] = EVIL + n["label"]
+    run = RunResult.from_dict(raw)
+    page = _open(browser, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
+    _show(page, "griever", "shortlist_1")
+    evil = page.evaluate("Object.values(net.body.nodes).filter(n => n.options && !n.options.hidden"
+                         " && String(n.options.label).includes('<img')).map(n => n.id)")
+    assert evil, "no node carries the hostile label"
+    pos = page.evaluate("(id) => net.canvasToDOM({x: net.body.nodes[id].x, y: net.body.nodes[id].y})", evil[0])
+    box = page.locator("#canvas").bounding_box()
+    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.wait_for_selector("div.vis-tooltip", state="visible", timeout=5_000)
+    tip = page.locator("div.vis-tooltip")
+    assert EVIL in tip.inner_text() and "<img" not in tip.inner_html().replace("&lt;img", "")
+    page.locator("#canvas canvas").click(position={"x": pos["x"], "y": pos["y"]})
+    assert EVIL in page.locator("#detail").inner_text()
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert not page.dialogs
+    page.close()

@@ -455,11 +455,11 @@ def test_the_page_asks_nothing_outside_its_server_and_groups_methods_by_paper(pa
     picker.screenshot(path=str(shots / "method-picker.png"))
 
 
-def test_clicking_a_stage_graph_link_draws_that_stage(page, shots):
-    import json
-
+def test_clicking_a_stage_link_shows_that_stage_in_the_hop_map_in_view(page, shots):
     _set_question(page, Q)
     _run(page, {"griever"})
+    page.wait_for_function("(() => { const f = document.querySelector('#graph iframe.ht-hopmap');"
+                           " return f && f.contentWindow.hopmapDrawn === true; })()", timeout=30_000)
     links = page.locator("#columns .ht-col[data-method='griever'] .ht-graph-link")
     assert links.count() > 2
     link = links.nth(1)
@@ -467,21 +467,49 @@ def test_clicking_a_stage_graph_link_draws_that_stage(page, shots):
     assert want.startswith("griever · ")
     stage = link.locator("xpath=ancestor::details[1]")
     was_open = stage.get_attribute("open")
+    link.scroll_into_view_if_needed()
     link.click()
-    page.wait_for_function(f"document.querySelector('#graph-pick input').value === {json.dumps(want)}",
-                           timeout=15_000)
-    assert stage.get_attribute("open") == was_open  # the click drew the graph, it did not fold the stage
-    page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=30_000)
-    # Chromium does not animate a frame off screen: bring the graph into view as a reader would.
-    page.locator("#graph iframe").scroll_into_view_if_needed()
+    frame = page.locator("#graph iframe").element_handle().content_frame()
+    frame.wait_for_function(f"hopmapMetrics().stage === {want.split(' · ')[1]!r}", timeout=15_000)
+    assert stage.get_attribute("open") == was_open  # the click showed the stage, it did not fold it
+    # The hop map is where the reader looks: in the viewport, no scrolling of their own.
+    box = page.locator("#graph iframe").bounding_box()
+    assert box["y"] >= -1 and box["y"] + 200 <= page.viewport_size["height"], box
     drawn = 0
     for _ in range(20):
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(300)
         drawn = _drawn_pixels(page)
         if drawn > 1000:
             break
-    assert drawn > 1000, f"the stage's graph drew {drawn} pixels"
-    page.screenshot(path=str(shots / "stage-click.png"), full_page=True)
+    assert drawn > 1000, f"the stage's map drew {drawn} pixels"
+    page.screenshot(path=str(shots / "stage-click.png"))
+
+
+def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
+    """A fresh visitor, no click: the showcase's first question, every recorded method's column and
+    hop map (the fixture's recording: composed and SAG)."""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1440, "height": 900})
+        t0 = time.perf_counter()
+        pg.goto(app_url, wait_until="domcontentloaded")
+        pg.wait_for_function("(() => { const f = document.querySelector('#graph iframe.ht-hopmap');"
+                             " return f && f.contentWindow.hopmapDrawn === true; })()", timeout=30_000)
+        drawn_s = time.perf_counter() - t0
+        assert pg.locator("#recorded-banner").count() == 1
+        for m in ("composed", "sag"):
+            assert pg.locator(f"#columns .ht-col[data-method='{m}'] table.ht-ranking").count() == 1
+        frame = pg.locator("#graph iframe").element_handle().content_frame()
+        assert [m["method"] for m in frame.evaluate("hopmapCount()")] == ["composed", "sag"]
+        assert frame.evaluate("hopmapMetrics()")["method"] == "sag"   # a paper method's map first
+        assert pg.locator("#question textarea").input_value()         # the recorded question
+        print(f"first view: hop map drawn {drawn_s:.2f} s after the page was asked for")
+        pg.screenshot(path=str(shots / "first-view.png"))
+        browser.close()
 
 
 def _drawn_pixels(page) -> int:

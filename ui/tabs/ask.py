@@ -155,10 +155,9 @@ def layout(shell) -> SimpleNamespace:
                 k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
                 iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
                 with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
-        with gr.Accordion("Timings, tokens and recall of the run on show", open=False, elem_id="comparison-fold"):
-            comparison = gr.Plot(label="Comparison", elem_id="comparison",
-                                 value=render.comparison_figure(first["item"].runs, set(first["item"].gold))
-                                 if first else None)
+        comparison = gr.Plot(label="Timings, tokens and recall of the run on show", elem_id="comparison",
+                             value=render.comparison_figure(first["item"].runs, set(first["item"].gold))
+                             if first else None)
         gr.HTML("<style>#stage-click{display:none}</style>")
         stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
         # The stage on show, as "method · stage": the state a re-render of the hop map opens on.

@@ -258,8 +258,7 @@ def load(path: Path) -> Showcase:
     when = dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}"  # an --update kept older runs
     sc = Showcase(doc["kb"], when, doc["model"], doc["profile"], doc["methods"], [],
                   versions=dict(doc.get("recorded_with") or {}), dates=dict(by_day))
-    notes = {m: f"Recorded with {sc.recorded_by(m)}; this method's code or prompts changed since, so a live "
-                f"run may differ." for m in stale}
+    notes = {m: f"recorded with {sc.recorded_by(m)}; its code or prompts changed since" for m in stale}
     sc.items = [Recorded(it["question"], it.get("hops"), it["gold"],
                          {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale), dict(notes))
                 for it in doc["items"]]

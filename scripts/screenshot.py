@@ -1,6 +1,6 @@
-"""Retake the README's screenshot (docs/figures/ask.png): the real app, with no LLM, asking a demo
-question with three methods side by side (GRIEVER with one iteration) and GRIEVER's shortlist
-drawn as a subgraph.
+"""Retake the README's screenshot (docs/figures/ask.png): the real app's first view at 1440x900, as a
+first-time visitor sees it with no click: the recorded showcase's first question, GRIEVER's hop map
+at its last stage, the columns beginning below.
 
     .venv/bin/python scripts/screenshot.py [--out docs/figures/ask.png] [--port 7899]
 
@@ -19,8 +19,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-QUESTION = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
-METHODS = ("bm25", "composed", "griever")
 
 
 def main() -> int:
@@ -69,34 +67,14 @@ def _shoot(url: str, out: Path) -> None:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1500, "height": 1250})
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(url, wait_until="domcontentloaded")
-        page.wait_for_selector("#run", timeout=60_000)
-        page.fill("#question textarea", QUESTION)
-        # One GRIEVER iteration: its column's stages fit beside the others' (two double its length).
-        page.get_by_label("GRIEVER iterations (n_i)").first.fill("1")
-        page.keyboard.press("Enter")
-        for label in page.locator("#methods label").all():
-            box = label.locator("input")
-            if box.is_checked() != (label.inner_text().strip() in METHODS):
-                label.click()
-        page.click("#run")
-        for m in METHODS:
-            page.wait_for_selector(f"#columns .ht-col[data-method='{m}'] table.ht-ranking", timeout=120_000)
-        links = page.locator("#columns .ht-col[data-method='griever'] .ht-graph-link")
-        shortlist = [i for i in range(links.count()) if "shortlist" in (links.nth(i).get_attribute("data-stage") or "")]
-        links.nth(shortlist[0] if shortlist else 1).click()
-        page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=30_000)
-        page.locator("#graph iframe").scroll_into_view_if_needed()  # Chromium draws a frame only in view
-        page.wait_for_timeout(4000)  # let vis-network settle the layout
-        # From the columns to the subgraph of the stage clicked, in page coordinates.
-        top, bottom = page.evaluate("""() => {
-            const y = (sel, end) => { const r = document.querySelector(sel).getBoundingClientRect();
-                                      return (end ? r.bottom : r.top) + window.scrollY; };
-            return [y('#columns', false), y('#graph', true)]; }""")
+        page.wait_for_selector("#graph iframe.ht-hopmap", timeout=60_000)
+        frame = page.locator("#graph iframe").element_handle().content_frame()
+        frame.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+        page.wait_for_timeout(2500)  # the page's own start-up requests settle
         out.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(out), full_page=True,
-                        clip={"x": 0, "y": top - 10, "width": 1500, "height": bottom - top + 20})
+        page.screenshot(path=str(out))
         browser.close()
 
 

@@ -18,7 +18,7 @@ def _record(ctx, tmp_path, n=2):
     questions = showcase.choose_questions(ctx.store.questions(), n)
     llm, _ = scripted_llm({"query entities": [ENTS] * n, "rerank": [json.dumps({"selected": [1]})] * n})
     out = showcase.record(dataclasses.replace(ctx, llm=llm), "small", questions, ["composed", "sag"],
-                          k=5, out=tmp_path / "small.json.gz")
+                          k=5, out=tmp_path / "small.json.gz", version="abc1234")
     return out, questions
 
 
@@ -41,7 +41,13 @@ def test_a_recording_made_with_other_prompts_is_not_current(ctx, tmp_path, monke
     sc = showcase.load(out)
     item = sc.items[0]
     assert "sag" in item.stale and "other prompts" in item.stale["sag"]
-    assert set(item.current_runs) == {"composed"}  # the unchanged method is still shown
+    assert set(item.current_runs) == {"composed"}  # the unchanged method is current
+    # ... and the stale one is still shown, labelled with what recorded it
+    assert "sag" in item.runs and item.notes["sag"].startswith("recorded with version abc1234 on ")
+    from ui.tabs.shared import _showcase_grid
+
+    grid = _showcase_grid(sc, item)
+    assert "data-method='sag'" in grid and "recorded with version abc1234" in grid and "stale-banner" in grid
 
 
 def test_choose_questions_spreads_over_hop_counts(ctx):

@@ -53,7 +53,8 @@ def build(state: AppState) -> gr.Blocks:
                             all_methods=method_names(), experiments=Experiments(state.traces),
                             comparisons=evidence.ComparisonCache())
 
-    with gr.Blocks(title="HopTrace") as app:
+    # fill_width: the hop maps need the whole width of a 1440 px screen for five or six layers.
+    with gr.Blocks(title="HopTrace", fill_width=True) as app:
         shell.app = app
         gr.Markdown("# HopTrace\nWatch multi-hop retrievers work, hop by hop: each method's stages as one map "
                     "of what it retrieved, kept, pruned and rewrote, and where it reached or lost the gold passage.")

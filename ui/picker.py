@@ -72,3 +72,13 @@ def group_info(names: tuple[str, ...], llm: str) -> str:
 
 def all_grouped() -> list[str]:
     return [m for g in GROUPS for m in (*g.methods, *g.ablations)]
+
+
+def paper_order(runs: dict) -> dict:
+    """A request's runs with the papers' methods first, in the picker's order (GRIEVER, GEAR, SAG,
+    GRASP, their variants), then the baselines and anything else as they came: the hop maps and
+    columns open on the methods whose hops there are to watch. A key may carry a run id
+    ("griever [1a2b3c]", the Traces tab's)."""
+    order = [m for g in GROUPS[1:] for m in (*g.methods, *g.ablations)]
+    rank = {m: i for i, m in enumerate(order)}
+    return dict(sorted(runs.items(), key=lambda kv: rank.get(kv[0].split(" [")[0], len(order))))

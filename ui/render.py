@@ -33,6 +33,8 @@ __all__ = ["CSS", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STA
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult, Stage, Subgraph
 
+from .picker import paper_order
+
 STAGE_CLICK_JS = """() => {
   document.addEventListener('click', (e) => {
     const link = e.target.closest && e.target.closest('.ht-graph-link');
@@ -139,7 +141,8 @@ def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] =
         if m not in shown and stages:
             shown[m] = RunResult(method=m, question="", stages=list(stages))
     method, stage = (choice.split(" · ", 1) + [""])[:2] if choice and " · " in choice else ("", "")
-    return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in shown.items()], method, stage,
+    return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in paper_order(shown).items()],
+                              method, stage,
                               vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles)
 
 

@@ -6,7 +6,8 @@
 // own elements get textContent), so a KB's titles never become markup.
 (function () {
   "use strict";
-  const DATA = JSON.parse(document.getElementById("hopmap-data").textContent);
+  const packed = atob(document.getElementById("hopmap-data").textContent.trim());
+  const DATA = JSON.parse(new TextDecoder().decode(Uint8Array.from(packed, (c) => c.charCodeAt(0))));
   const MIN_SCALE = DATA.min_scale, FONT = DATA.font_px;
   // Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one shape a kind.
   const KIND = {
@@ -23,7 +24,7 @@
   const BORDER = {question: "#000", subquestion: "#CC79A7", query: "#CC79A7", decision: "#CC79A7", triple: "#E69F00",
                   proposition: "#56B4E9", event: "#D55E00", entity: "#009E73", passage: "#0072B2"};
   // What a stage made of a node, as a mark before its label (named in the legend).
-  const ROLE = {"seed event": "◆", "joined (E_i)": "⋈", "in memory": "▣", "LLM-selected": "✔", "RankVote pick": "✔"};
+  const ROLE = {"seed event": "◆", "joined (E_i)": "⋈", "in memory": "▣", "LLM-selected": "✔"};
   const NEW = "#0072B2", GOLD_BG = "#F0E442", GREY = "#d4d4d8", GREY_FG = "#71717a";
   const $ = (id) => document.getElementById(id);
   let cur = Math.max(0, DATA.maps.findIndex((m) => m.method === DATA.method));
@@ -132,7 +133,7 @@
     document.querySelectorAll("#stages li").forEach((li, j) => li.classList.toggle("on", j === i));
     const li = document.querySelectorAll("#stages li")[i];
     if (li) li.scrollIntoView({block: "nearest"});
-    if (refit !== false) focus(st.lane);
+    if (refit !== false) focus(i === m.stages.length - 1 ? -1 : st.lane);
     net.redraw();
   }
 
@@ -146,9 +147,10 @@
     else { top = spans[0][0] - DATA.head; bottom = spans[spans.length - 1][1]; }
     if (spans.length && lane === 0) top = spans[0][0] - DATA.head;
     const scale = Math.max(MIN_SCALE, Math.min(1.15, W / (right - left), H / (bottom - top)));
-    const cx = Math.max((left + right) / 2, left + W / 2 / scale);
-    const cy = Math.max(top + H / 2 / scale, (top + bottom) / 2 < top + H / 2 / scale ? top + H / 2 / scale : (top + bottom) / 2);
-    net.moveTo({position: {x: W / scale >= right - left ? (left + right) / 2 : cx, y: cy}, scale, animation: false});
+    // What fits is centred; what does not starts at its top left (the question, the first hop).
+    const cx = (right - left) * scale <= W ? (left + right) / 2 : left + W / 2 / scale;
+    const cy = (bottom - top) * scale <= H ? (top + bottom) / 2 : top + H / 2 / scale;
+    net.moveTo({position: {x: cx, y: cy}, scale, animation: false});
   }
 
   net.on("beforeDrawing", (ctx) => {
@@ -196,7 +198,7 @@
   net.on("click", (p) => {
     if (!p.nodes.length) return;
     const id = p.nodes[0], m = map();
-    if (id.startsWith("more::")) { expanded = true; $("expand").checked = true; show(stage); return; }
+    if (String(id).startsWith("more:")) { expanded = true; $("expand").checked = true; show(stage); return; }
     const n = m.byId[id];
     if (n) $("detail").textContent = tooltip(n, m).replace(/\n/g, " · ");
   });
@@ -205,7 +207,8 @@
     const box = $("methods"); box.textContent = "";
     DATA.maps.forEach((m, mi) => {
       const b = document.createElement("button");
-      b.textContent = m.method + (m.gold_total ? " · gold " + m.gold_found + "/" + m.gold_total : "");
+      b.textContent = m.method + (m.gold_total ? " ★" + m.gold_found + "/" + m.gold_total : "");
+      b.title = m.gold_total ? m.gold_found + " of " + m.gold_total + " gold passages in the final ranking" : "";
       b.className = mi === cur ? "on" : "";
       b.onclick = () => load(mi);
       box.appendChild(b);
@@ -300,7 +303,12 @@
   // For the browser tests and the benchmark: what a reader sees at the current zoom, measured from
   // vis-network's own node positions and label boxes.
   window.hopmapMetrics = function () {
-    const scale = net.getScale(), shown = nodes.get({filter: (n) => !n.hidden}).map((n) => n.id);
+    // What the reader sees: the shown nodes in the view (vis-network lays out only those it draws).
+    const el = $("canvas"), a = net.DOMtoCanvas({x: 0, y: 0}), z = net.DOMtoCanvas({x: el.clientWidth, y: el.clientHeight});
+    const scale = net.getScale(), shown = nodes.get({filter: (n) => !n.hidden}).map((n) => n.id).filter((id) => {
+      const n = net.body.nodes[id];
+      return n.x + n.shape.width / 2 > a.x && n.x - n.shape.width / 2 < z.x && n.y + n.shape.height / 2 > a.y && n.y - n.shape.height / 2 < z.y;
+    });
     // Label boxes as vis-network laid them out (labelModule.size), and each node's drawn shape.
     const labels = [], shapes = [];
     shown.forEach((id) => {
@@ -334,5 +342,16 @@
     const d = e.data && e.data.hopmap;
     if (d && typeof d.method === "string" && typeof d.stage === "string") window.hopmapShow(d.method, d.stage);
   });
+  // The page may lay the frame out after the network was made (Gradio renders the HTML first):
+  // follow the canvas's size, and keep the stage's lane in view.
+  let sized = "";
+  new ResizeObserver(() => {
+    const el = $("canvas"), now = el.clientWidth + "x" + el.clientHeight;
+    if (now === sized || !el.clientWidth) return;
+    sized = now;
+    net.setSize(el.clientWidth + "px", el.clientHeight + "px");
+    const m = map();
+    focus(stage === m.stages.length - 1 ? -1 : m.stages[stage].lane);
+  }).observe($("canvas"));
   load(cur);
 })();

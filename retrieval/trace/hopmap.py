@@ -24,12 +24,13 @@ from .gold import gold_fates
 from .model import RunResult, Stage
 
 TOP_N = 6          # nodes shown per lane and layer before "+M more" (HOPTRACE_HOPMAP_TOP_N overrides)
+ALL_MAX = 40       # with "all nodes" on, at most this many a cell: past it a map is a wall, not a view
 LABEL_CHARS = 44   # a node's label is cut here; the full text is its tooltip and its detail pane
 LINE_CHARS = 18    # two lines of this many characters fit a node's box at 14 px (measured in Chromium)
 
 # Layout in vis-network's canvas units (1 unit = 1 px at zoom 1).
 NODE_W = 176
-COL_GAP = 36
+COL_GAP = 30
 ROW_H = 56
 LANE_GAP = 34
 TOP = 40
@@ -70,8 +71,7 @@ SHAPES: dict[str, Shape] = {
     # §3 plan → per sub-agent: rewritten statement → propositions → selected entities → RankVote passages
     "grasp": Shape(layers=(("question", ("question",)), ("plan", ("subquestion",)),
                            ("statements", ("query", "decision")), ("propositions", ("proposition",)),
-                           ("entities", ("entity",)), ("passages", ("passage",))), lane="sub-agent",
-                   selects=(("sub", "RankVote pick"),)),
+                           ("entities", ("entity",)), ("passages", ("passage",))), lane="sub-agent"),
 }
 SHAPES["naivege"] = SHAPES["gear"]
 
@@ -159,6 +159,7 @@ class HopMap:
     lane_y: list[tuple[float, float]] = field(default_factory=list)       # compact: (top, bottom)
     lane_y_all: list[tuple[float, float]] = field(default_factory=list)   # expanded
     layer_x: list[float] = field(default_factory=list)
+    beyond: dict = field(default_factory=dict)   # (lane, layer) → nodes past ALL_MAX, left out of the map
 
 
 def shape_for(method: str) -> Shape:
@@ -357,6 +358,13 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
                 src = plan_steps.get(src.split("::", 1)[1], src) if src.startswith("plan-step::") else src
                 if src in nodes and (src, key, ekind) not in edges:
                     edges[(src, key, ekind)] = MapEdge(src, key, ekind, ekind, i)
+        chosen = st.payload.get("selected")
+        if "_select_" in st.name and isinstance(chosen, list):
+            # GRASP's entity selection names what it kept: those of this lane's entities are marked.
+            names = {str(x).lower() for x in chosen}
+            for n in nodes.values():
+                if n.kind == "entity" and n.lane == stage_lanes[i] and n.full.lower() in names and not n.chosen:
+                    n.chosen, n.chosen_at = "LLM-selected", i
         for prefix, role in shape.selects:
             if st.name.split(".")[-1].startswith(prefix) and g is not None:
                 for nd in g.nodes:
@@ -495,8 +503,16 @@ def _layout(hm: HopMap, nodes: list[MapNode]) -> None:
     for n in nodes:
         cells.setdefault((n.lane, n.layer), []).append(n)
     gold_path_nodes = {k for e in hm.edges if e.gold_path for k in (e.source, e.target)}
-    for cell in cells.values():
+    dropped: set[str] = set()
+    for key, cell in cells.items():
         cell.sort(key=lambda n: (n.key not in gold_path_nodes and not n.gold, *_importance(n)))
+        if len(cell) > max(ALL_MAX, hm.top_n):
+            hm.beyond[key] = len(cell) - max(ALL_MAX, hm.top_n)
+            dropped |= {n.key for n in cell[max(ALL_MAX, hm.top_n):]}
+            del cell[max(ALL_MAX, hm.top_n):]
+    if dropped:   # what is past the cap leaves the map, its edges with it; "+M more" still counts it
+        nodes = [n for n in nodes if n.key not in dropped]
+        hm.edges = [e for e in hm.edges if e.source not in dropped and e.target not in dropped]
     hm.layer_x = [TOP + 60 + li * (NODE_W + COL_GAP) for li in range(len(hm.layers))]
     for compact in (True, False):
         y = TOP
@@ -518,7 +534,8 @@ def _layout(hm: HopMap, nodes: list[MapNode]) -> None:
                         n.x_all, n.y_all = hm.layer_x[li], top + r * ROW_H
                 if compact and len(cell) > hm.top_n:
                     hidden = cell[hm.top_n:]
-                    hm.more.append(MoreNode(f"more::{lane}::{li}", li, lane, len(hidden), hm.layer_x[li],
+                    hm.more.append(MoreNode(f"more::{lane}::{li}", li, lane,
+                                            len(hidden) + hm.beyond.get((lane, li), 0), hm.layer_x[li],
                                             top + hm.top_n * ROW_H, min(n.added for n in hidden)))
             bottom = top + max(rows, 1) * ROW_H
             spans.append((top - ROW_H / 2 + 4, bottom - ROW_H / 2 - 4))

@@ -9,6 +9,7 @@ set as text by the viewer's script (hopmap.js).
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -56,6 +57,8 @@ def _map_json(name: str, hm: HopMap) -> dict:
     def r(v: Optional[float]) -> Optional[float]:
         return None if v is None else round(float(v), 4)
 
+    index = {n.key: i for i, n in enumerate(hm.nodes)}
+
     return {
         "method": name, "question": hm.question, "layers": hm.layers, "lanes": hm.lanes, "top_n": hm.top_n,
         "gold_total": hm.gold_total, "gold_found": hm.gold_found, "layer_x": hm.layer_x,
@@ -63,16 +66,18 @@ def _map_json(name: str, hm: HopMap) -> dict:
         "stages": [{"name": s.name, "title": s.title, "lane": s.lane, "status": s.status,
                     "latency_ms": round(s.latency_ms, 1), "tokens": s.tokens, "added": s.added, "pruned": s.pruned,
                     "gold_dropped": s.gold_dropped, "has_graph": s.has_graph} for s in hm.stages],
-        # Short keys: a five-method request sends a few hundred nodes in every update.
-        "nodes": [{"id": n.key, "k": n.kind, "l": hopmap.two_lines(_scored(n), hopmap.LINE_CHARS - 2 * _marks(n)),
-                   "f": n.full, "x": n.x, "y": n.y, "xa": n.x_all, "ya": n.y_all, "a": n.added, "s": n.seen,
-                   "p": n.pruned, "sc": r(n.score), "g": n.gold, "d": n.dropped_gold, "r": n.rank, "ro": n.role,
-                   "ch": n.chosen, "ca": n.chosen_at, "h": n.hidden}
-                  for n in hm.nodes],
-        "edges": [{"id": f"e{i}", "f": e.source, "t": e.target, "k": e.kind, "l": e.label, "a": e.added,
+        # Short keys and nodes by their index: a five-method request sends a few hundred nodes in
+        # every update, twice escaped (srcdoc, then Gradio's JSON).
+        "nodes": [{"id": i, "k": n.kind, "l": hopmap.two_lines(_scored(n), hopmap.LINE_CHARS - 2 * _marks(n)),
+                   "f": n.full, "x": round(n.x), "y": round(n.y), "xa": round(n.x_all), "ya": round(n.y_all),
+                   "a": n.added, "s": n.seen, "p": n.pruned, "sc": r(n.score), "g": n.gold, "d": n.dropped_gold,
+                   "r": n.rank, "ro": n.role, "ch": n.chosen, "ca": n.chosen_at, "h": n.hidden}
+                  for i, n in enumerate(hm.nodes)],
+        "edges": [{"id": i, "f": index[e.source], "t": index[e.target], "k": e.kind, "l": e.label, "a": e.added,
                    "w": r(e.weight) if isinstance(e.weight, (int, float)) else None, "gp": e.gold_path}
                   for i, e in enumerate(hm.edges)],
-        "more": [{"id": m.key, "x": m.x, "y": m.y, "n": m.count, "a": m.first} for m in hm.more],
+        "more": [{"id": f"more:{i}", "x": round(m.x), "y": round(m.y), "n": m.count, "a": m.first}
+                 for i, m in enumerate(hm.more)],
     }
 
 
@@ -81,7 +86,7 @@ def _marks(n) -> int:
     return sum(bool(x) for x in (n.gold, n.dropped_gold is not None, n.role in ROLE_MARKS, n.chosen in ROLE_MARKS))
 
 
-ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected", "RankVote pick")  # hopmap.js ROLE
+ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected")  # hopmap.js ROLE
 
 
 def _scored(n) -> str:
@@ -92,9 +97,16 @@ def _scored(n) -> str:
     return text
 
 
-def _script_json(value) -> str:
-    """JSON safe inside a <script>: no '<', '>' or '&' that could end it or open a comment."""
-    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+def _packed(value) -> str:
+    """The data as base64 of its UTF-8 JSON: nothing in it can end the <script> it sits in, and it
+    is a third the size of the JSON once escaped into an iframe's srcdoc (every quote → &quot;)."""
+    return base64.b64encode(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()).decode()
+
+
+def unpacked(doc: str) -> dict:
+    """The data a viewer document holds (for tests and tools)."""
+    raw = doc.split("<script type='application/json' id='hopmap-data'>", 1)[1].split("</script>", 1)[0]
+    return json.loads(base64.b64decode(raw))
 
 
 @lru_cache(maxsize=1)
@@ -110,8 +122,8 @@ html,body{margin:0;font:14px system-ui,sans-serif;color:#18181b;background:#fff}
 #methods button,.ctl button{font:600 14px system-ui,sans-serif;border:1px solid #a1a1aa;background:#fff;
   border-radius:6px;padding:3px 9px;cursor:pointer}
 #methods button.on{background:#1e3a8a;color:#fff;border-color:#1e3a8a}
-#main{display:flex;height:calc(100% - 112px)}
-#side{width:230px;min-width:230px;overflow:auto;border-right:1px solid #e4e4e7}
+#main{display:flex;height:calc(100% - 150px)}
+#side{width:200px;min-width:200px;overflow:auto;border-right:1px solid #e4e4e7}
 #stages{margin:0;padding:0 0 0 4px;list-style:none;font-size:13px}
 #stages li{padding:3px 6px;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;border-radius:4px}
 #stages li:hover{background:#f4f4f5}#stages li.on{background:#1e3a8a;color:#fff}
@@ -119,6 +131,7 @@ html,body{margin:0;font:14px system-ui,sans-serif;color:#18181b;background:#fff}
 .ctl{display:flex;gap:6px;align-items:center;padding:4px 6px;flex-wrap:wrap}
 #slider{flex:1;min-width:160px}
 #stage-name{font-weight:600;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:60%}
+#save{margin-left:auto}
 #stage-facts,#detail{color:#3f3f46;font-size:13px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 #legend{display:flex;flex-wrap:wrap;gap:4px 12px;padding:2px 6px;font-size:13px;border-top:1px solid #e4e4e7}
 .lg i{display:inline-block;width:18px;height:12px;border:1px solid;vertical-align:middle;margin-right:4px}
@@ -129,11 +142,11 @@ BODY = """<div id='top'><span id='methods'></span><span class='ctl'>
 <button id='prev' title='previous stage (←)'>◀</button><button id='play'>▶ play</button>
 <button id='next' title='next stage (→)'>▶</button></span>
 <input id='slider' type='range' min='0' max='0' value='0' aria-label='stage'>
-<label title='every node of every cell, not only the top N'><input id='expand' type='checkbox'> all nodes</label>
-<span class='ctl'><button id='png'>Save PNG</button><button id='svg'>Save SVG</button></span></div>
+<label title='every node of every cell, not only the top N'><input id='expand' type='checkbox'> all nodes</label></div>
 <div class='ctl'><span id='stage-name'></span><span id='stage-facts'></span></div>
 <div id='main'><div id='side'><ol id='stages'></ol></div><div id='canvas'></div></div>
-<div class='ctl'><span id='detail'>Click a node for its full text; hover for where it came from.</span></div>
+<div class='ctl'><span id='detail'>Click a node for its full text; hover for where it came from.</span>
+<span id='save' class='ctl'><button id='png'>Save PNG</button><button id='svg'>Save SVG</button></span></div>
 <div id='legend'></div>"""
 
 
@@ -157,7 +170,7 @@ def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_s
            else f"<script>{_inline_vis()}</script>")
     return ("<!doctype html><html><head><meta charset='utf-8'>"
             f"<style>{CSS}html,body{{height:{height - 4}px}}</style>{vis}</head><body>{BODY}"
-            f"<script type='application/json' id='hopmap-data'>{_script_json(data)}</script>"
+            f"<script type='application/json' id='hopmap-data'>{_packed(data)}</script>"
             f"<script>{_JS.read_text()}</script></body></html>")
 
 

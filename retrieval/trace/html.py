@@ -17,6 +17,7 @@ from .gold import gold_fates, recall_by_round
 from .model import RunResult, Stage, reused_ms
 
 MAX_ROWS = 25
+RANKING_ROWS = 5   # a column's ranking shows this many rows, the rest folded
 STATUS_MARK = {"ok": "✓", "empty": "∅", "error": "✗", "skipped": "–"}
 NODE_COLOURS = {"question": "#6d28d9", "query": "#a78bfa", "passage": "#2563eb", "entity": "#059669",
                 "triple": "#d97706", "event": "#db2777", "proposition": "#0891b2", "subquestion": "#7c3aed"}
@@ -25,24 +26,28 @@ GOLD_COLOUR = "#f59e0b"
 CSS = """
 .ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(250px,1fr));gap:10px}
 .ht-col{border:1px solid #d4d4d8;border-radius:8px;padding:8px;min-width:0}
-.ht-col h3{margin:0 0 6px 0}
-.ht-stage{border-left:3px solid #a1a1aa;margin:4px 0;padding:2px 6px}
+.ht-col h3{margin:0 0 2px 0}
+.ht-stage{border-left:3px solid #a1a1aa;margin:1px 0;padding:0 5px;line-height:1.45}
 .ht-stage.ok{border-color:#16a34a}.ht-stage.empty{border-color:#f59e0b}.ht-stage.error{border-color:#dc2626}
 .ht-stage>summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .ht-stage[open]>summary{white-space:normal}
-.ht-stale{background:#fff7ed;border:1px solid #f97316;border-radius:4px;padding:2px 4px;font-size:.85em;margin:2px 0}
+.ht-stale{background:#fff7ed;border:1px solid #f97316;border-radius:4px;padding:1px 4px;font-size:.8em;margin:2px 0;
+  line-height:1.3}
 .ht-meta{color:#71717a;font-size:.85em}
 .ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
-.ht-table td,.ht-table th{border-bottom:1px solid #e4e4e7;padding:1px 4px;text-align:left;overflow-wrap:anywhere}
+table.ht-table td,table.ht-table th{border:0!important;border-bottom:1px solid #e4e4e7!important;
+  padding:1px 4px!important;text-align:left;overflow-wrap:break-word;line-height:1.35}
 .ht-gold{background:#fef3c7}
+table.ht-ranking td.ht-cut{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+table.ht-ranking td:last-child,table.ht-ranking th{white-space:nowrap}
 .ht-missed{color:#b91c1c}
 .ht-err{color:#b91c1c;font-weight:600}
 .ht-nested{display:inline-block;vertical-align:top}.ht-nested>summary{cursor:pointer;color:#3f3f46}
 .ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
 .ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
 .ht-live{border-color:#2563eb;background:#eff6ff}
-.ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:4px 8px;margin-bottom:6px}
-.ht-graph-link{color:#2563eb;cursor:pointer;text-decoration:underline dotted}
+.ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:2px 8px;margin-bottom:4px}
+.ht-graph-link{color:#1d4ed8;cursor:pointer;text-decoration:underline;font-size:.85em;font-weight:600}
 """
 
 # The page script that turns a click on a stage's "graph" link into a Stage pick: it writes
@@ -137,8 +142,8 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "")
         size = f"{len(st.subgraph.nodes)}n/{len(st.subgraph.edges)}e"
         # A click on it shows this stage in the hop map (the app's page script reads data-stage,
         # which is also the Stage picker's own choice string).
-        graph = (f" · <a class='ht-graph-link' data-stage='{esc(f'{method} · {st.name}')}' "
-                 f"title='show this stage in the hop map'>map ▸</a> {size}" if method else f" · {size}")
+        graph = (f"<a class='ht-graph-link' data-stage='{esc(f'{method} · {st.name}')}' "
+                 f"title='show this stage in the hop map ({size})'>map</a> " if method else "")
     msg = (f"<div class='{'ht-err' if st.status == 'error' else 'ht-meta'}'>{esc(st.message)}</div>"
            if st.message else "")
     calls = "".join(
@@ -146,8 +151,8 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "")
         f"{c.latency_ms:.0f} ms</summary><pre>{esc(c.prompt)}</pre><hr><pre>{esc(c.completion)}</pre></details>"
         for i, c in enumerate(st.llm_calls))
     return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
-            f"<summary title='{esc(st.title)}'>{mark} <span class='ht-meta'>{esc(st.name)} · "
-            f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}{graph}</span></summary>"
+            f"<summary title='{esc(st.title)}'>{mark} {graph}<span class='ht-meta'>{esc(st.name)} · "
+            f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}</span></summary>"
             f"<div><b>{esc(st.title)}</b></div>{msg}{payload_html(st.payload, gold)}{calls}</details>")
 
 
@@ -175,10 +180,19 @@ def ranking_html(run: RunResult, gold: set[str], titles: Optional[dict] = None) 
     """The final ranking, gold starred; each missed gold passage named by its title (from the run,
     else `titles`: the KB's), with the stage that last held it."""
     names = {**(titles or {}), **passage_titles(run)}
-    rows = "".join(
-        f"<tr class='{'ht-gold' if r.passage_id in gold else ''}'><td>{i + 1}</td>"
-        f"<td>{'★ ' if r.passage_id in gold else ''}{esc(r.title)}</td><td>{r.score:.4f}</td></tr>"
-        for i, r in enumerate(run.ranked))
+    def row(i: int, r) -> str:
+        title = f"{'★ ' if r.passage_id in gold else ''}{r.title}"
+        return (f"<tr class='{'ht-gold' if r.passage_id in gold else ''}'><td>{i + 1}</td>"
+                f"<td class='ht-cut' title='{esc(title)}'>{esc(title)}</td><td>{r.score:.3f}</td></tr>")
+
+    # The first RANKING_ROWS rows, the rest folded: five columns side by side stay short.
+    head = ("<tr><th style='width:1.8em'>#</th><th>passage</th><th style='width:3.6em'>score</th></tr>")
+    rows = "".join(row(i, r) for i, r in enumerate(run.ranked[:RANKING_ROWS]))
+    rest = run.ranked[RANKING_ROWS:]
+    if rest:
+        rows += (f"<tr><td colspan='3'><details><summary class='ht-meta'>… {len(rest)} more</summary>"
+                 f"<table class='ht-table'>{''.join(row(i + RANKING_ROWS, r) for i, r in enumerate(rest))}"
+                 "</table></details></td></tr>")
     missed = ""
     if gold:
         fates = [f for f in gold_fates(run, gold) if f.rank is None]
@@ -192,8 +206,7 @@ def ranking_html(run: RunResult, gold: set[str], titles: Optional[dict] = None) 
         rounds = recall_by_round(run, gold)
         by_round = (" · recall by round: " + ", ".join(f"{n}: {r:.2f}" for n, r in rounds)) if len(rounds) > 1 else ""
         missed = f"<div class='ht-meta'>gold found: {found}/{len(gold)}{by_round}</div>" + missed
-    return (f"<table class='ht-table ht-ranking'><tr><th>#</th><th>passage</th><th>score</th></tr>{rows}</table>"
-            f"{missed}")
+    return f"<table class='ht-table ht-ranking'>{head}{rows}</table>{missed}"
 
 
 def live_html(st: Stage) -> str:

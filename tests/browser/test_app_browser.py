@@ -960,3 +960,60 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     text = page.locator("#judge-verdicts").inner_text()
     assert "Verdicts at p@5" in text and "settled by your grades" in text
     page.screenshot(path=str(shots / "judge-queue-30.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def shipped_url(app_url, tmp_path_factory):
+    """The app as a first visitor meets it: the shipped showcase (five methods) on the test KB."""
+    from ui.app import build, serve
+    from ui.state import AppState
+
+    state = AppState(trace_path=tmp_path_factory.mktemp("shipped") / "traces.sqlite")
+    app = build(state)
+    port = free_port()
+    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(shipped_url, shots):
+    """The figures of the first view: time to the first drawn hop map, the height of the run (hop
+    map and columns) and of the page, and where the map is after a stage link far below it."""
+    import json
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1440, "height": 900})
+        t0 = time.perf_counter()
+        pg.goto(shipped_url, wait_until="domcontentloaded")
+        pg.wait_for_selector("#graph iframe.ht-hopmap", timeout=60_000)
+        frame = pg.locator("#graph iframe").element_handle().content_frame()
+        frame.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+        figures = {"first_map_s": round(time.perf_counter() - t0, 2)}
+        methods = [m["method"] for m in frame.evaluate("hopmapCount()")]
+        assert methods[:4] == ["griever", "gear", "sag", "grasp"] and len(methods) == 5, methods
+        assert pg.locator("#columns .ht-col").count() == 5
+        pg.wait_for_timeout(1500)
+        figures["run_px"] = pg.evaluate("document.querySelector('#columns').getBoundingClientRect().bottom + scrollY")
+        figures["page_px"] = pg.evaluate("document.documentElement.scrollHeight")
+        pg.screenshot(path=str(shots / "first-view-shipped.png"))
+        # A stage link of the last column, scrolled to as a reader would, then clicked.
+        link = pg.locator("#columns .ht-col[data-method='grasp'] .ht-graph-link").last
+        link.scroll_into_view_if_needed()
+        want = link.get_attribute("data-stage").split(" · ")[1]
+        link.click()
+        frame.wait_for_function(f"hopmapMetrics().stage === {want!r}", timeout=10_000)
+        box = pg.locator("#graph iframe").bounding_box()
+        figures["map_top_after_click_px"] = round(box["y"])
+        figures["map_in_view"] = box["y"] >= -1 and box["y"] + box["height"] <= 900 + 1
+        got = frame.evaluate("hopmapMetrics()")
+        figures.update(stage=got["stage"], overlaps=got["overlaps"], min_label_px=got["min_label_px"])
+        pg.screenshot(path=str(shots / "stage-click-shipped.png"))
+        print("first view figures:", json.dumps(figures))
+        assert figures["map_in_view"], figures
+        assert got["overlaps"] == 0 and got["min_label_px"] >= 12
+        assert figures["run_px"] <= 2 * 900, figures     # the run fits two screens
+        browser.close()

@@ -101,7 +101,7 @@ def test_a_node_keeps_its_place_from_stage_to_stage(browser):
     for st in ("shortlist_1", "join_2", "ranking"):
         _show(page, "griever", st)
         places.append(page.evaluate("(() => { const o = {}; Object.values(net.body.nodes).forEach(n => {"
-                                    " if (n.options && !n.options.hidden && !n.id.startsWith('edgeId'))"
+                                    " if (n.options && !n.options.hidden && !String(n.id).startsWith('edgeId'))"
                                     " o[n.id] = [n.x, n.y]; }); return o; })()"))
     shared = set(places[0]) & set(places[1]) & set(places[2])
     assert len(shared) >= 5

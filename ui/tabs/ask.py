@@ -14,7 +14,7 @@ from retrieval.methods.plugins import problems, user_methods
 
 from .. import messages, render
 from ..ask import run_side_by_side
-from ..picker import GROUPS, group_info
+from ..picker import GROUPS, group_info, paper_order
 from .shared import (
     RUNS_PREFIX,
     SHOWCASE_PREFIX,
@@ -50,20 +50,22 @@ def _load_showcase(kb: str):
 
 
 def _method_pickers(llm: str, show_paths: bool = True) -> list:
-    """One checkbox group per paper, its ablations folded beneath it; each group's info line gives
-    the paper tables and the expected time of each method (ui/picker.py). Wrapped in #methods so
-    every method's checkbox is found under one selector."""
+    """One checkbox group per paper, side by side, its ablations folded beneath it; each group's
+    info line gives the paper tables and the expected time of each method (ui/picker.py). Wrapped
+    in #methods so every method's checkbox is found under one selector."""
     out = []
-    with gr.Column(elem_id="methods", scale=2):
+    with gr.Row(elem_id="methods", equal_height=False):
         for g in GROUPS:
-            out.append(gr.CheckboxGroup(list(g.methods), value=[m for m in g.methods if m in DEFAULT_METHODS],
-                                        label=f"{g.title} · {g.tables}", info=group_info(g.methods, llm),
-                                        elem_classes=["ht-picker"]))
-            if g.ablations:
-                with gr.Accordion(f"{g.title} ablations", open=False, elem_classes=["ht-ablations"]):
-                    out.append(gr.CheckboxGroup(list(g.ablations), value=[], show_label=False,
-                                                info=group_info(g.ablations, llm), elem_classes=["ht-picker"]))
-        out.append(_yours_picker(show_paths))
+            with gr.Column(min_width=180):
+                out.append(gr.CheckboxGroup(list(g.methods), value=[m for m in g.methods if m in DEFAULT_METHODS],
+                                            label=f"{g.title} · {g.tables}", info=group_info(g.methods, llm),
+                                            elem_classes=["ht-picker"]))
+                if g.ablations:
+                    with gr.Accordion(f"{g.title} ablations", open=False, elem_classes=["ht-ablations"]):
+                        out.append(gr.CheckboxGroup(list(g.ablations), value=[], show_label=False,
+                                                    info=group_info(g.ablations, llm), elem_classes=["ht-picker"]))
+        with gr.Column(min_width=180, visible=bool(user_methods() or problems())):
+            out.append(_yours_picker(show_paths))
     return out
 
 
@@ -120,7 +122,7 @@ def first_view(state, sc) -> dict:
 def _default_choice(runs: dict) -> str:
     """The view a request opens on: the first paper method's last stage (a baseline's map is one
     stage of passages, the least of the story)."""
-    for m, run in runs.items():
+    for m, run in paper_order(runs).items():
         if run.stages and m not in ("bm25", "dense", "composed", "rrf_hybrid"):
             return f"{m} · {run.stages[-1].name}"
     m, run = next(iter(runs.items()), ("", None))
@@ -137,8 +139,8 @@ def layout(shell) -> SimpleNamespace:
         first = first_view(state, sc)
         with gr.Row(visible=sc is not None or bool(sc_error)):
             sc_pick = gr.Dropdown([it.label for it in sc.items] if sc else [], value=first.get("label"), scale=4,
-                                  label=(f"Showcase: a recorded run of each method, opened at once ({sc.banner})"
-                                         if sc else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
+                                  label=("Showcase: recorded runs of every method, opened at once" if sc
+                                         else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
             live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
         graph = gr.HTML(first.get("graph", ""), elem_id="graph")
         columns = gr.HTML(first.get("columns", ""), elem_id="columns")
@@ -148,13 +150,12 @@ def layout(shell) -> SimpleNamespace:
         with gr.Row():
             example = gr.Dropdown(examples, label="Example questions (gold passages known)", value=None, scale=4)
             run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=1)
+        pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none",
+                                  state.public.show_paths)
         with gr.Row():
-            pickers = _method_pickers(state.llm_settings.backend if state.llm is not None else "none",
-                                      state.public.show_paths)
-            with gr.Column(scale=1, min_width=220):
-                k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
-                iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
-                with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
+            k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
+            iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
+            with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
         comparison = gr.Plot(label="Timings, tokens and recall of the run on show", elem_id="comparison",
                              value=render.comparison_figure(first["item"].runs, set(first["item"].gold))
                              if first else None)

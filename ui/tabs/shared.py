@@ -6,6 +6,7 @@ from typing import Optional
 from traces.storage.store import TraceStore
 
 from .. import render
+from ..picker import paper_order
 
 
 def _graph_choices(runs: dict) -> list[str]:
@@ -58,13 +59,12 @@ def _showcase_grid(sc, item, titles: Optional[dict] = None) -> str:
     """A recorded question's columns: every method's run, those recorded by other code labelled
     with the version that recorded them and what changed since."""
     note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
-            f"Press <b>Run live</b> to run this question now.</div>")
+            f"<b>Run live</b> runs it now.</div>")
     if item.stale:
-        note += ("<div class='ht-stale' id='stale-banner'>Recorded by other code than this version's: "
-                 + ", ".join(f"{render.esc(m)} ({render.esc(sc.recorded_by(m))})" for m in item.stale)
-                 + ". Shown as recorded, each labelled; re-record with <code>hoptrace record-showcase --update "
-                 "--methods …</code>.</div>")
-    return note + _stored_grid(item.runs, set(item.gold), notes=item.notes, titles=titles)
+        note += ("<div class='ht-stale' id='stale-banner'>⚠ Recorded by earlier code: "
+                 + ", ".join(render.esc(m) for m in item.stale) + ". Shown as recorded, each column says which "
+                 "version recorded it (<code>hoptrace record-showcase --update</code> records it again).</div>")
+    return note + _stored_grid(paper_order(item.runs), set(item.gold), notes=item.notes, titles=titles)
 
 
 def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True, notes: Optional[dict] = None,

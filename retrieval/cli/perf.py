@@ -25,6 +25,13 @@ def add_parsers(sub) -> None:
                     help="start the app as on a fresh machine (an empty home: the demo KB builds in the background) "
                          "and time the page, each method's first answered question and the demo's whole build")
     ba.add_argument("--first-methods", default="bm25,dense,griever", help="with --first-start: methods asked, in order")
+    ba.add_argument("--hop-maps", action="store_true",
+                    help="the hop maps instead: every stage of the showcase drawn (overlapping labels, smallest label, "
+                         "draw time), then the app's first view (time to the first map, page height, the map after a "
+                         "stage click)")
+    ba.add_argument("--recording", type=Path, default=None,
+                    help="with --hop-maps: a showcase recording (default data/showcase/demo.json.gz)")
+    ba.add_argument("--no-app", action="store_true", help="with --hop-maps: the recording only, no app started")
 
     bs = sub.add_parser("bench-store", help="SQLite store scaling: memory, build time, latency on synthetic KBs")
     bs.add_argument("--sizes", default="10000,100000,1000000", help="passages per synthetic KB, comma-separated")
@@ -37,6 +44,11 @@ def add_parsers(sub) -> None:
 def cmd_bench_app(args) -> int:
     from ui.benchmark import bench_app
 
+    if args.hop_maps:
+        from ui.hopmap_bench import bench_hop_maps
+
+        print(json.dumps(bench_hop_maps(args.recording, app=not args.no_app), indent=1, ensure_ascii=False))
+        return 0
     if args.first_start:
         from ui.first_start import first_start
 

@@ -977,43 +977,24 @@ def shipped_url(app_url, tmp_path_factory):
 
 
 def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(shipped_url, shots):
-    """The figures of the first view: time to the first drawn hop map, the height of the run (hop
-    map and columns) and of the page, and where the map is after a stage link far below it."""
+    """The first view's figures (ui/hopmap_bench.py, as `hoptrace bench-app --hop-maps` takes them):
+    the recording's five methods, paper methods first; the run (hop map and columns) within two
+    screens; a stage link far below the map shows its stage in the map, in view."""
     import json
-    import time
 
     from playwright.sync_api import sync_playwright
 
+    from ui.hopmap_bench import measure_first_view
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1440, "height": 900})
-        t0 = time.perf_counter()
-        pg.goto(shipped_url, wait_until="domcontentloaded")
-        pg.wait_for_selector("#graph iframe.ht-hopmap", timeout=60_000)
-        frame = pg.locator("#graph iframe").element_handle().content_frame()
-        frame.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
-        figures = {"first_map_s": round(time.perf_counter() - t0, 2)}
-        methods = [m["method"] for m in frame.evaluate("hopmapCount()")]
-        assert methods[:4] == ["griever", "gear", "sag", "grasp"] and len(methods) == 5, methods
-        assert pg.locator("#columns .ht-col").count() == 5
-        pg.wait_for_timeout(1500)
-        figures["run_px"] = pg.evaluate("document.querySelector('#columns').getBoundingClientRect().bottom + scrollY")
-        figures["page_px"] = pg.evaluate("document.documentElement.scrollHeight")
-        pg.screenshot(path=str(shots / "first-view-shipped.png"))
-        # A stage link of the last column, scrolled to as a reader would, then clicked.
-        link = pg.locator("#columns .ht-col[data-method='grasp'] .ht-graph-link").last
-        link.scroll_into_view_if_needed()
-        want = link.get_attribute("data-stage").split(" · ")[1]
-        link.click()
-        frame.wait_for_function(f"hopmapMetrics().stage === {want!r}", timeout=10_000)
-        box = pg.locator("#graph iframe").bounding_box()
-        figures["map_top_after_click_px"] = round(box["y"])
-        figures["map_in_view"] = box["y"] >= -1 and box["y"] + box["height"] <= 900 + 1
-        got = frame.evaluate("hopmapMetrics()")
-        figures.update(stage=got["stage"], overlaps=got["overlaps"], min_label_px=got["min_label_px"])
-        pg.screenshot(path=str(shots / "stage-click-shipped.png"))
+        figures = measure_first_view(browser, shipped_url)
+        page = figures.pop("page")
+        page.screenshot(path=str(shots / "stage-click-shipped.png"))
         print("first view figures:", json.dumps(figures))
-        assert figures["map_in_view"], figures
-        assert got["overlaps"] == 0 and got["min_label_px"] >= 12
+        assert figures["methods"][:4] == ["griever", "gear", "sag", "grasp"] and len(figures["methods"]) == 5
+        assert figures["columns"] == 5
+        assert figures["map_in_view_after_click"], figures
+        assert figures["clicked_stage_overlaps"] == 0 and figures["clicked_stage_min_label_px"] >= 12
         assert figures["run_px"] <= 2 * 900, figures     # the run fits two screens
         browser.close()

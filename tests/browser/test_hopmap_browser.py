@@ -5,11 +5,9 @@ label size and draw time; places kept across stages; a hostile label kept as tex
 The figures go to $HOPTRACE_SCREENSHOTS/hopmap-figures.json (and are printed with -s)."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult
 from ui.benchmark import ARGS, CHROMIUM
+from ui.hopmap_bench import measure_recording, open_viewer, recording_items, show
 
 pytestmark = pytest.mark.browser
 
@@ -36,61 +35,31 @@ def browser():
         b.close()
 
 
-def _open(browser, runs: list[hopmap_view.ViewerRun], width: int = 1380):
-    """The viewer as the Ask tab's iframe holds it (1380 px wide at a 1440 px window), vis-network
-    inlined: a file of its own, so nothing is fetched."""
-    page = browser.new_page(viewport={"width": width, "height": hopmap_view.HEIGHT})
-    page.dialogs = []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    path = Path(tempfile.mkdtemp(prefix="hoptrace-hopmap-")) / "viewer.html"
-    path.write_text(hopmap_view.document(runs))
-    t0 = time.perf_counter()
-    page.goto(path.as_uri())
-    page.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
-    page.first_draw_s = time.perf_counter() - t0
-    return page
+def _open(browser, runs):
+    return open_viewer(browser, runs)
 
 
 def _show(page, method: str, stage: str) -> dict:
-    page.evaluate("([m, s]) => hopmapShow(m, s)", [method, stage])
-    page.wait_for_function("window.hopmapDrawn === true", timeout=10_000)
-    return page.evaluate("hopmapMetrics()")
+    return show(page, method, stage)
 
 
 def _shipped() -> list[dict]:
-    return json.loads(gzip.decompress(SHIPPED.read_bytes()))["items"]
+    return recording_items(SHIPPED)
 
 
 def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(browser):
-    figures = {"stages": 0, "overlapping_label_pairs": 0, "overlapping_shapes": 0, "smallest_label_px": 99.0,
-               "slowest_draw_ms": 0.0, "slowest": "", "first_draw_s": 0.0, "by_method": {}}
-    for item in _shipped():
-        runs = [hopmap_view.ViewerRun(m, RunResult.from_dict(r), tuple(item["gold"])) for m, r in item["runs"].items()]
-        page = _open(browser, runs)
-        figures["first_draw_s"] = max(figures["first_draw_s"], page.first_draw_s)
-        for vr in runs:
-            for st in vr.run.stages:
-                got = _show(page, vr.method, st.name)
-                figures["stages"] += 1
-                figures["overlapping_label_pairs"] += got["overlaps"]
-                figures["overlapping_shapes"] += got["shape_overlaps"]
-                figures["smallest_label_px"] = min(figures["smallest_label_px"], got["min_label_px"])
-                if got["draw_ms"] > figures["slowest_draw_ms"]:
-                    figures["slowest_draw_ms"], figures["slowest"] = got["draw_ms"], f"{vr.method} · {st.name}"
-                m = figures["by_method"].setdefault(vr.method, {"stages": 0, "max_nodes": 0})
-                m["stages"] += 1
-                m["max_nodes"] = max(m["max_nodes"], got["nodes"])
-                assert got["overlaps"] == 0, (vr.method, st.name, got["pairs"])
-        assert not page.dialogs
-        page.close()
+    """Readability only: no overlapping labels or shapes, labels of 12 px or more. How fast each
+    stage draws is a figure, printed and written, measured by `hoptrace bench-app --hop-maps`."""
+    figures = measure_recording(browser, _shipped())
     out = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tempfile.mkdtemp(prefix="hoptrace-shots-"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "hopmap-figures.json").write_text(json.dumps(figures, indent=1))
-    print("hop map figures:", json.dumps(figures))
+    print("hop map figures:", json.dumps(figures, ensure_ascii=False))
     assert figures["stages"] > 100
+    assert figures["overlapping_label_pairs"] == 0, figures["worst"]
     assert figures["overlapping_shapes"] == 0
     assert figures["smallest_label_px"] >= 12
-    assert figures["slowest_draw_ms"] < 1000
+    assert figures["dialogs"] == 0
 
 
 def test_a_node_keeps_its_place_from_stage_to_stage(browser):

@@ -1,0 +1,142 @@
+"""`hoptrace bench-app --hop-maps`: how readable and how fast the hop maps are, measured in Chromium.
+
+- Every stage of every run of a showcase recording (the shipped one by default) drawn in the
+  viewer at the Ask tab's size: label pairs that overlap and shapes that overlap, counted from
+  vis-network's own node positions and label boxes; the smallest label in px at the default zoom;
+  each stage's draw time; the first map's time from opening the document.
+- The app's first view (started here with `python app.py`, the demo KB built): the time from asking
+  for the page to the first drawn hop map, the height of the run (hop map and columns) and of the
+  page for the recording's methods, and where the map is after a stage link far below it is clicked.
+
+The browser tests use the same functions and assert what is not a timing (tests/browser/).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from retrieval.trace import hopmap_view
+from retrieval.trace.model import RunResult
+
+from .benchmark import ARGS, CHROMIUM
+
+VIEW = {"width": 1380, "height": hopmap_view.HEIGHT}   # the Ask tab's hop map at a 1440 px window
+PAGE = {"width": 1440, "height": 900}
+
+
+def open_viewer(browser, runs: list[hopmap_view.ViewerRun]):
+    """A page holding the viewer document (vis-network inlined: nothing is fetched); its
+    `first_draw_s` is the time from opening it to the first drawn map."""
+    page = browser.new_page(viewport=VIEW)
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    path = Path(tempfile.mkdtemp(prefix="hoptrace-hopmap-")) / "viewer.html"
+    path.write_text(hopmap_view.document(runs))
+    t0 = time.perf_counter()
+    page.goto(path.as_uri())
+    page.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+    page.first_draw_s = time.perf_counter() - t0
+    return page
+
+
+def show(frame, method: str, stage: str) -> dict:
+    """One stage drawn, then what the reader sees of it (hopmap.js `hopmapMetrics`)."""
+    frame.evaluate("([m, s]) => hopmapShow(m, s)", [method, stage])
+    frame.wait_for_function("window.hopmapDrawn === true", timeout=10_000)
+    return frame.evaluate("hopmapMetrics()")
+
+
+def recording_items(path: Path) -> list[dict]:
+    return json.loads(gzip.decompress(path.read_bytes()))["items"]
+
+
+def measure_recording(browser, items: list[dict]) -> dict:
+    """Every stage of every run of these recorded questions, one viewer a question."""
+    out = {"questions": len(items), "stages": 0, "overlapping_label_pairs": 0, "overlapping_shapes": 0,
+           "smallest_label_px": None, "draw_ms_p50": None, "slowest_draw_ms": 0.0, "slowest": "",
+           "first_draw_s_max": 0.0, "dialogs": 0, "worst": []}
+    draws: list[float] = []
+    for item in items:
+        runs = [hopmap_view.ViewerRun(m, RunResult.from_dict(r), tuple(item["gold"])) for m, r in item["runs"].items()]
+        page = open_viewer(browser, runs)
+        out["first_draw_s_max"] = round(max(out["first_draw_s_max"], page.first_draw_s), 3)
+        for vr in runs:
+            for st in vr.run.stages:
+                got = show(page, vr.method, st.name)
+                out["stages"] += 1
+                out["overlapping_label_pairs"] += got["overlaps"]
+                out["overlapping_shapes"] += got["shape_overlaps"]
+                if got["overlaps"] and len(out["worst"]) < 5:
+                    out["worst"].append({"method": vr.method, "stage": st.name, "pairs": got["pairs"]})
+                px = got["min_label_px"]
+                if px is not None and (out["smallest_label_px"] is None or px < out["smallest_label_px"]):
+                    out["smallest_label_px"] = round(px, 2)
+                draws.append(got["draw_ms"])
+                if got["draw_ms"] > out["slowest_draw_ms"]:
+                    out["slowest_draw_ms"], out["slowest"] = round(got["draw_ms"], 1), f"{vr.method} · {st.name}"
+        out["dialogs"] += len(page.dialogs)
+        page.close()
+    out["draw_ms_p50"] = round(statistics.median(draws), 1) if draws else None
+    return out
+
+
+def measure_first_view(browser, url: str, click_method: str = "grasp") -> dict:
+    """The page a first visitor meets, and a stage link of `click_method`'s column clicked."""
+    page = browser.new_page(viewport=PAGE)
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#graph iframe.ht-hopmap", timeout=60_000)
+    frame = page.locator("#graph iframe").element_handle().content_frame()
+    frame.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+    out = {"first_map_s": round(time.perf_counter() - t0, 2),
+           "methods": [m["method"] for m in frame.evaluate("hopmapCount()")],
+           "columns": page.locator("#columns .ht-col").count()}
+    page.wait_for_timeout(1500)
+    out["run_px"] = round(page.evaluate("document.querySelector('#columns').getBoundingClientRect().bottom + scrollY"))
+    out["page_px"] = page.evaluate("document.documentElement.scrollHeight")
+    links = page.locator(f"#columns .ht-col[data-method='{click_method}'] .ht-graph-link")
+    if links.count():
+        link = links.last
+        link.scroll_into_view_if_needed()
+        want = link.get_attribute("data-stage").split(" · ")[1]
+        link.click()
+        frame.wait_for_function(f"hopmapMetrics().stage === {json.dumps(want)}", timeout=10_000)
+        box = page.locator("#graph iframe").bounding_box()
+        got = frame.evaluate("hopmapMetrics()")
+        out.update(clicked=f"{click_method} · {want}", map_top_after_click_px=round(box["y"]),
+                   map_in_view_after_click=bool(box["y"] >= -1 and box["y"] + box["height"] <= PAGE["height"] + 1),
+                   clicked_stage_overlaps=got["overlaps"], clicked_stage_min_label_px=round(got["min_label_px"], 2))
+    out["page"] = page
+    return out
+
+
+def bench_hop_maps(recording: Optional[Path] = None, app: bool = True) -> dict:
+    """The figures above; `app=False` measures the recording alone (no app is started)."""
+    from playwright.sync_api import sync_playwright
+
+    from retrieval.core.errors import ConfigError
+    from retrieval.showcase import path_for
+
+    recording = recording or path_for("demo")
+    if not recording.exists():
+        raise ConfigError(f"no recording at {recording}: hoptrace record-showcase makes one")
+    if not Path(CHROMIUM).exists():
+        raise ConfigError(f"{CHROMIUM} is missing (apt-get install chromium)")
+    res: dict = {"recording": recording.name}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        res["stages"] = measure_recording(browser, recording_items(recording))
+        if app:
+            from .benchmark import started_app
+
+            with started_app() as url:
+                first = measure_first_view(browser, url)
+                first.pop("page").close()
+                res["first_view"] = first
+        browser.close()
+    return res

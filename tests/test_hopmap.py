@@ -137,3 +137,11 @@ def test_every_shipped_run_draws_a_map_with_its_gold():
             assert len(places) == len(set(places)), method
             assert all(sum(1 for n in hm.nodes if not n.hidden and (n.lane, n.layer) == c) <= hm.top_n
                        for c in {(n.lane, n.layer) for n in hm.nodes}), method
+
+
+def test_a_gold_passage_no_stage_reached_is_drawn_as_the_missed_target():
+    hm = hopmap.build(_griever_like(), ["g1", "g9"], titles={"g9": "Gold Nine"})
+    missed = next(n for n in hm.nodes if n.key == "passage::g9")
+    assert missed.missed and missed.gold and missed.full == "Gold Nine"
+    assert missed.layer == len(hm.layers) - 1 and missed.pruned is None
+    assert hm.gold_found == 1 and hm.gold_total == 2

@@ -48,19 +48,19 @@
     const st = (i) => (i === null || i === undefined) ? "" : m.stages[i].name;
     const lines = [n.f || n.l, KIND[n.k] ? KIND[n.k].name : n.k];
     if (n.sc !== null) lines.push("score " + n.sc.toFixed(3));
-    lines.push("added by " + st(n.a));
     if (n.ro) lines.push(n.ro);
     if (n.ch) lines.push(n.ch);
     if (n.p !== null) lines.push("pruned by " + st(n.p));
     if (n.r) lines.push("final rank " + n.r);
-    if (n.g) lines.push("GOLD passage" + (n.d !== null ? " — dropped by " + st(n.d) : ""));
+    if (n.g) lines.push("GOLD passage" + (n.mi ? " — no stage reached it" : (n.d !== null ? " — dropped by " + st(n.d) : "")));
+    if (!n.mi) lines.splice(2, 0, "added by " + st(n.a));
     return lines.join("\n");
   }
 
   function look(n, m, i) {
     const k = KIND[n.k] || KIND.query, p = place(n);
-    const isNew = n.a === i, held = n.s.indexOf(i) >= 0, pruned = n.p !== null && n.p <= i;
-    const dropped = n.d !== null && n.d <= i;
+    const isNew = n.a === i && !n.mi, held = n.s.indexOf(i) >= 0, pruned = n.p !== null && n.p <= i;
+    const dropped = (n.d !== null && n.d <= i) || n.mi;
     let label = n.l;
     if (n.ch && n.ca !== null && n.ca <= i && ROLE[n.ch]) label = ROLE[n.ch] + " " + label;
     if (n.ro && ROLE[n.ro]) label = ROLE[n.ro] + " " + label;
@@ -76,6 +76,7 @@
     if (pruned) { bg = GREY; border = "#a1a1aa"; o.font.color = GREY_FG; o.title += "\n(greyed: pruned by " + m.stages[n.p].name + ")"; }
     else if (!held && !isNew && n.k !== "question") o.opacity = 0.55;
     if (dropped) { border = "#b91c1c"; o.opacity = 1; }
+    if (n.mi) { bg = "#fdf6c3"; o.shapeProperties.borderDashes = [6, 3]; o.borderWidth = 3; }
     o.color = {background: bg, border, highlight: {background: bg, border: "#000"}, hover: {background: bg, border: "#000"}};
     return o;
   }
@@ -239,7 +240,7 @@
     item({background: GOLD_BG, borderColor: "#000", borderWidth: "3px"}, "★ gold passage");
     item({background: "#fff", borderColor: NEW, borderWidth: "3px"}, "added by this stage");
     item({background: GREY, borderColor: "#a1a1aa", borderStyle: "dashed"}, "pruned (greyed)");
-    item({background: "#fff", borderColor: "#b91c1c", borderWidth: "2px"}, "✗ gold dropped here");
+    item({background: "#fff", borderColor: "#b91c1c", borderWidth: "2px"}, "✗ gold dropped here, or never reached (dashed)");
     item({background: "#111", height: "4px", borderColor: "#111"}, "path to gold (bold)");
     item({background: "#9ca3af", height: "3px", borderColor: "#9ca3af"}, "edge width = score");
   }

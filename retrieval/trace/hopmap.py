@@ -99,6 +99,7 @@ class MapNode:
     chosen: str = ""                 # a later stage that kept it (LLM-selected, RankVote pick)
     chosen_at: Optional[int] = None  # that stage's index
     hidden: bool = False             # beyond the top N of its cell: shown under "+M more"
+    missed: bool = False             # a gold passage no stage reached: drawn as the target it was
     x: float = 0.0
     y: float = 0.0
     x_all: float = 0.0               # its place with every cell expanded
@@ -390,6 +391,13 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
 
     _prune(nodes, stages, set(ranked))
     _gold_drops(run, gold, nodes, stages, titles or {})
+    for pid in gold:
+        if f"passage::{pid}" not in nodes and stages:
+            # Never reached: still drawn where the passages are, so the map shows what it missed.
+            label = (titles or {}).get(pid) or pid
+            nodes[f"passage::{pid}"] = MapNode(key=f"passage::{pid}", kind="passage", label=cut(label), full=label,
+                                               layer=kinds_layer.get("passage", len(shape.layers) - 1), lane=0,
+                                               added=0, gold=True, missed=True)
     edge_list = list(edges.values())
     _mark_gold_paths(nodes, edge_list, run)
     # Only lanes that hold nodes are drawn (GEAR's "start" holds only its profile stage).
@@ -434,7 +442,7 @@ def _prune(nodes: dict[str, MapNode], stages: list[MapStage], final: set[str]) -
         if n.pruned is not None:
             stages[n.pruned].pruned += 1
     for n in nodes.values():
-        stages[n.added].added += 1
+        stages[n.added].added += 1   # (a never-reached gold passage is added after this count)
 
 
 def _gold_drops(run: RunResult, gold: list[str], nodes: dict[str, MapNode], stages: list[MapStage],

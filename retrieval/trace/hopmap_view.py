@@ -24,7 +24,7 @@ from .model import RunResult
 
 FONT_PX = 14          # node labels in canvas units
 MIN_SCALE = 12.5 / FONT_PX  # the view never zooms out further: labels stay at least 12 px
-HEIGHT = 640          # the iframe's height in the page
+HEIGHT = 620          # the iframe's height in the page
 GUTTER = 14
 
 _JS = Path(__file__).with_name("hopmap.js")
@@ -83,7 +83,8 @@ def _map_json(name: str, hm: HopMap) -> dict:
 
 def _marks(n) -> int:
     """How many marks the viewer may put before a node's label (gold, dropped, role, chosen)."""
-    return sum(bool(x) for x in (n.gold, n.dropped_gold is not None, n.role in ROLE_MARKS, n.chosen in ROLE_MARKS))
+    return sum(bool(x) for x in (n.gold, n.dropped_gold is not None or n.missed, n.role in ROLE_MARKS,
+                                 n.chosen in ROLE_MARKS))
 
 
 ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected")  # hopmap.js ROLE

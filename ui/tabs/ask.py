@@ -142,8 +142,11 @@ def layout(shell) -> SimpleNamespace:
                                   label=("Showcase: recorded runs of every method, opened at once" if sc
                                          else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
             live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
+        # The hop map is in the page itself; the columns and the chart, heavier and below it, come
+        # with the page's first request (`reopen`): the page's config was 0.7 MB with them in it,
+        # and Gradio drew nothing before it had read it all.
         graph = gr.HTML(first.get("graph", ""), elem_id="graph")
-        columns = gr.HTML(first.get("columns", ""), elem_id="columns")
+        columns = gr.HTML("", elem_id="columns")
         link = gr.Markdown(elem_id="session-link")
         question = gr.Textbox(label="Question", value=first.get("question") or (examples[0] if examples else ""),
                               lines=1, elem_id="question")
@@ -156,15 +159,14 @@ def layout(shell) -> SimpleNamespace:
             k = gr.Slider(1, 20, value=5, step=1, label="k (passages)")
             iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
             with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
-        comparison = gr.Plot(label="Timings, tokens and recall of the run on show", elem_id="comparison",
-                             value=render.comparison_figure(first["item"].runs, set(first["item"].gold))
-                             if first else None)
+        comparison = gr.Plot(label="Timings, tokens and recall of the run on show", elem_id="comparison")
         gr.HTML("<style>#stage-click{display:none}</style>")
         stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
         # The stage on show, as "method · stage": the state a re-render of the hop map opens on.
         graph_pick = gr.Dropdown(first.get("choices", []), value=_default_choice(first["item"].runs) if first else None,
                                  elem_id="graph-pick", allow_custom_value=True, visible=False)
     shell.first_session = first.get("session", "")
+    shell.first_view = first
     return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
                            example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
                            run_btn=run_btn, link=link, columns=columns, stage_click=stage_click,
@@ -255,6 +257,10 @@ def wire(shell) -> None:
     live_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers],
                    [columns, graph, graph_pick, comparison, link, session_state],
                    concurrency_limit=8, concurrency_id="ask")
+    # The run is watched where its hop maps are: the form sits below the columns.
+    for btn in (run_btn, live_btn):
+        btn.click(None, js="() => { const g = document.querySelector('#graph');"
+                           " if (g) g.scrollIntoView({block: 'start'}); }")
 
     def open_recorded(label):
         """A showcase question from the recording: no model runs, so it opens at once."""
@@ -304,7 +310,10 @@ def wire(shell) -> None:
         if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
             return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "")
         if not sid or state.traces.session(sid) is None:
-            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+            first = shell.first_view
+            if not first:
+                return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+            return (gr.update(), first["columns"], gr.update(), gr.update(), gr.update(), gr.update())
         runs, gold, kb_name, q = _stored_session(state.traces, sid)
         choices = _graph_choices(runs)
         pick = _default_choice(runs)
@@ -312,4 +321,14 @@ def wire(shell) -> None:
         return (q, _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=pick or None),
                 render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid)
 
-    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state])
+    def first_chart(sid):
+        """The first view's chart, after its columns: plotly's drawing kept the hop map waiting
+        (drawn 5.5-7 s after the page was asked for, 3.3-4 s without the chart)."""
+        first = shell.first_view
+        if not first or sid != first["session"]:
+            return gr.update()
+        item = first["item"]
+        return render.comparison_figure(paper_order(item.runs), set(item.gold))
+
+    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state]).then(
+        first_chart, session_state, comparison, js="(sid) => new Promise(r => setTimeout(() => r(sid), 1500))")

@@ -13,16 +13,6 @@ def _graph_choices(runs: dict) -> list[str]:
     return [f"{m} · {s.name}" for m, run in runs.items() for s in run.stages if s.subgraph and s.subgraph.nodes]
 
 
-def _pick_stage(runs: dict, choice: Optional[str]):
-    if not choice or " · " not in choice:
-        return None
-    method, stage = choice.split(" · ", 1)
-    run = runs.get(method)
-    return next((s for s in run.stages if s.name == stage), None) if run else None
-
-
-
-
 def _stored_session(traces: TraceStore, session_id: str) -> tuple[dict, set[str], str, str]:
     """Runs of a stored session exactly as saved (no recomputation): runs, gold, kb, question."""
     runs, gold, kb, question = {}, set(), "", ""

@@ -8,6 +8,7 @@ runs methods through ui/ask.py; stores every run with traces/storage/store.py. `
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -171,17 +172,21 @@ def _backends_line(state: AppState, open_kb) -> str:
             f"{recovered}{exporting}")
 
 
+@functools.lru_cache(maxsize=None)
+def _version(pkg: str) -> str:
+    """An installed package's version, read once: the About fold is filled at every page load."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def _about_text(state: AppState, open_kb) -> str:
     """The "About this server" fold: the model's file and server process, the embedder, versions,
     where traces are kept (paths only where this server may show them)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    def v(pkg: str) -> str:
-        try:
-            return version(pkg)
-        except PackageNotFoundError:
-            return "not installed"
-
+    v = _version
     llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
     lines = [f"**LLM** {render.esc(state.llm_line())} — used by {render.esc(llm_methods)} and the answer step",
              f"**Embedder** {render.esc(open_kb.ctx.embedder.name)}",

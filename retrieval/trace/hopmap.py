@@ -469,6 +469,7 @@ def _mark_gold_paths(nodes: dict[str, MapNode], edges: list[MapEdge], run: RunRe
     if root is None:
         return
     final_stages = {i for i, st in enumerate(run.stages) if st.name in ("ranking", "final_rrf")}
+    reached: set[str] = set()   # gold passages whose path is marked (the final edges only for the rest)
     for use_final in (False, True):
         adj: dict[str, list[tuple[str, int]]] = {}
         for ei, e in enumerate(edges):
@@ -487,10 +488,9 @@ def _mark_gold_paths(nodes: dict[str, MapNode], edges: list[MapEdge], run: RunRe
                     parent[nxt] = (cur, ei)
                     todo.append(nxt)
         for n in nodes.values():
-            if not n.gold or n.key not in parent or any(edges[ei].gold_path and n.key in
-                                                         (edges[ei].source, edges[ei].target)
-                                                         for ei in range(len(edges))):
+            if not n.gold or n.key not in parent or n.key in reached:
                 continue
+            reached.add(n.key)
             cur = n.key
             while cur in parent:
                 cur, ei = parent[cur]

@@ -71,6 +71,7 @@ def f1_score(prediction: str, answers: Sequence[str]) -> float:
 
 # --- one score a question, for paired comparisons (bench/significance.py) ----------------------
 RANK_METRICS = {"recall": recall_at, "anyhit": anyhit_at, "allhit": allhit_at}
+BUDGET = "recall_tok"
 
 
 def parse_metric(metric: str) -> tuple[str, int]:
@@ -82,14 +83,22 @@ def parse_metric(metric: str) -> tuple[str, int]:
         return name, 0
     if name in RANK_METRICS and k.isdigit() and int(k) > 0:
         return name, int(k)
-    raise ConfigError(f"unknown metric {metric!r}; use recall@K, anyhit@K, allhit@K, em or f1")
+    if name == "recall" and k.endswith("tok") and k[:-3].isdigit() and int(k[:-3]) > 0:
+        return BUDGET, int(k[:-3])   # recall@{T}tok: over the passages that fit T tokens (bench --budget)
+    raise ConfigError(f"unknown metric {metric!r}; use recall@K, anyhit@K, allhit@K, recall@Ttok, em or f1")
+
+
+def _field(r, name: str):
+    """A row's field that rows stored before it existed lack."""
+    return r.get(name) if isinstance(r, dict) else getattr(r, name, None)
 
 
 def per_question_scores(rows: Sequence, metric: str) -> dict[str, dict[str, float]]:
     """{method: {question_id: score}} from bench rows (runner.QuestionResult or their dicts). A
     rank metric at k is read from the run made at k when the method ran once per k (per-k
     protocol), else from its one run; em / f1 from the run that answered. Questions without gold
-    (or without an answer, for em / f1) are left out."""
+    (or without an answer, for em / f1) are left out. Several runs of a question (repetitions)
+    give their mean."""
     name, k = parse_metric(metric)
     get = (lambda r, f: r[f]) if rows and isinstance(rows[0], dict) else getattr
     by: dict[tuple[str, str], list] = {}
@@ -97,12 +106,22 @@ def per_question_scores(rows: Sequence, metric: str) -> dict[str, dict[str, floa
         by.setdefault((get(r, "method"), get(r, "question_id")), []).append(r)
     out: dict[str, dict[str, float]] = {}
     for (method, qid), rs in by.items():
+        # With repetitions (bench --repeat) a question has several runs: its score is their mean,
+        # and paired tests compare those means.
         if name in ("em", "f1"):
             vals = [get(r, name) for r in rs if get(r, name) is not None]
-            value = vals[0] if vals else None
+            value = float(np.mean(vals)) if vals else None
+        elif name == BUDGET:
+            top = max(get(r, "k") for r in rs)
+            fitted = [r for r in rs if get(r, "k") == top and _field(r, "budget_fit") is not None]
+            value = (float(np.mean([recall_at(get(r, "ranked"), get(r, "gold"), _field(r, "budget_fit"))
+                                    for r in fitted])) if fitted else None)
         else:
-            at = [r for r in rs if get(r, "k") == k] or [max(rs, key=lambda r: get(r, "k"))]
-            value = RANK_METRICS[name](get(at[0], "ranked"), get(at[0], "gold"), k)
+            at = [r for r in rs if get(r, "k") == k]
+            if not at:
+                top = max(get(r, "k") for r in rs)
+                at = [r for r in rs if get(r, "k") == top]
+            value = float(np.mean([RANK_METRICS[name](get(r, "ranked"), get(r, "gold"), k) for r in at]))
         if value is not None and not (isinstance(value, float) and np.isnan(value)):
             out.setdefault(method, {})[qid] = float(value)
     return out

@@ -26,6 +26,17 @@ def add_parsers(sub) -> None:
     be.add_argument("--ks", default=None, help="comma-separated cut-offs (default 2,5,10,15)")
     be.add_argument("--answer", action="store_true", default=None,
                     help="add EM and F1 of the shared answer step (needs an LLM)")
+    be.add_argument("--repeat", type=int, default=None, metavar="N",
+                    help="run each method on each question N times (the LLM response cache bypassed for the "
+                         "repeats): means, their spread over repetitions (_sd) and stable@k; default 1")
+    be.add_argument("--budget", type=int, default=None, metavar="T",
+                    help="add recall@{T}tok: recall over the ranked passages that fit in T tokens of the reader's "
+                         "context, counted in ranking order with the reader's tokenizer")
+    be.add_argument("--prices", type=Path, default=None, metavar="FILE",
+                    help="a CSV of model,input_usd_per_mtok,output_usd_per_mtok[,cached] over genai-prices' "
+                         "table (env HOPTRACE_PRICES)")
+    be.add_argument("--temperature", type=float, default=None, metavar="T",
+                    help="the LLM's sampling temperature (default 0, as the papers run)")
     be.add_argument("--difficulty-samples", type=int, default=None, metavar="N",
                     help="estimate each question's r_i with N closed-book LLM samples and report C_w (GRASP eq. 3)")
     be.add_argument("--pause-ms", type=float, default=None, metavar="MS",
@@ -67,7 +78,7 @@ def add_parsers(sub) -> None:
 BENCH_ARGS = {"kb": "demo", "methods": None, "questions": None, "question_set": None, "limit": None,
               "protocol": "per-k", "ks": None,
               "answer": False, "difficulty_samples": 0, "pause_ms": 0.0, "llm": None, "llm_model": None,
-              "profile": None}
+              "profile": None, "repeat": 1, "budget": None, "prices": None, "temperature": None}
 
 
 def _bench_args(args) -> dict:
@@ -105,6 +116,15 @@ def cmd_bench(args) -> int:
     if not args.methods:
         raise ConfigError("--methods is required (comma-separated method names), unless --resume ID")
     concurrency_llm = {"concurrency": max(args.concurrency, 4)} if args.concurrency > 1 else {}
+    if args.temperature is not None:
+        if not 0 <= args.temperature <= 2:
+            raise ConfigError(f"--temperature must be between 0 and 2, got {args.temperature}")
+        concurrency_llm["temperature"] = args.temperature
+    prices = Path(args.prices) if args.prices else _env_prices()
+    if prices is not None:
+        from ..llm.prices import read_price_file
+
+        read_price_file(prices)   # a bad line is named before anything runs
     ctx = _context(args.kb, args, **concurrency_llm)
     if args.concurrency > 1 and (ctx.llm is None or ctx.llm.settings.backend == "local"):
         raise ConfigError("--concurrency N needs an LLM endpoint (--llm http://host:port/v1 or openai): the embedded "
@@ -179,15 +199,19 @@ def cmd_bench(args) -> int:
             print(f"experiment {exp.id} (traces kept in {experiments.traces.path})", file=sys.stderr)
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
                     answer=args.answer, difficulty_samples=args.difficulty_samples, pause_ms=args.pause_ms,
-                    sink=experiments.sink(exp) if exp else None, done=done, concurrency=args.concurrency)
+                    sink=experiments.sink(exp) if exp else None, done=done, concurrency=args.concurrency,
+                    repeat=args.repeat, budget=args.budget, prices=prices)
     pause = f", {args.pause_ms:g} ms idle before each question (untimed)" if args.pause_ms else ""
     conc = f", {args.concurrency} questions in flight" if args.concurrency > 1 else ""
-    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}{conc}, "
-          f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}")
+    reps = f", {args.repeat} repetitions" if args.repeat > 1 else ""
+    temp = f" at temperature {args.temperature:g}" if args.temperature else ""
+    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}{conc}{reps}, "
+          f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}{temp} · prices: {res.prices}"
+          + (f" · budget {args.budget} tokens ({res.tokenizer})" if args.budget else ""))
     print(table(res))
     if exp is not None:
         experiments.finish(exp, res.to_json(include_per_question=False))
-        n = len(experiments.entries(exp))
+        n = len(experiments.entries(exp, repetitions=True))
         has_gold = any(q.gold_passage_ids for q in questions)
         nxt = (f"hoptrace compare {exp.id[:12]} --metric recall@5" if has_gold else
                f"no gold passages: recall and hit rates left out; hoptrace judge {exp.id[:12]} --depth 10 pools "
@@ -202,6 +226,15 @@ def cmd_bench(args) -> int:
         write_html(res, out.with_suffix(".html"))
         print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
     return 0
+
+
+def _env_prices():
+    import os
+
+    from ..llm.prices import PRICES_ENV
+
+    raw = os.environ.get(PRICES_ENV, "").strip()
+    return Path(raw) if raw else None
 
 
 def cmd_soak(args) -> int:

@@ -53,6 +53,9 @@ class LLM:
         # Requests holding or waiting for a slot: a stage that must wait says how many are ahead.
         self._in_flight = 0
         self._count_lock = threading.Lock()
+        # `bench --repeat`: the repetition being run. Above 1 the response cache is neither read
+        # nor written, and the seed moves with it, so a repeat is a fresh request.
+        self.repetition = 1
 
     @property
     def backend(self) -> ChatBackend:
@@ -87,10 +90,11 @@ class LLM:
     def _complete(self, stage: Optional[Stage], purpose: str, messages: list[dict], schema: Optional[dict],
                   max_tokens: int, temperature: Optional[float] = None, seed: Optional[int] = None) -> CachedReply:
         temperature = self.settings.temperature if temperature is None else temperature
-        seed = self.settings.seed if seed is None else seed
+        seed = (self.settings.seed if seed is None else seed) + self.repetition - 1
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
         key = cache_key(self.model, messages, params)
-        cached = self.cache.get(key) if self.cache is not None else None
+        cache = self.cache if self.repetition == 1 else None
+        cached = cache.get(key) if cache is not None else None
         t0, started = time.perf_counter(), time.time()
         sent = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                 "json_schema": bool(schema)}
@@ -105,8 +109,8 @@ class LLM:
             t_in = raw.tokens_in if raw.tokens_in is not None else self.backend.count_tokens(render_prompt(messages))
             t_out = raw.tokens_out if raw.tokens_out is not None else self.backend.count_tokens(raw.text)
             cached = CachedReply(raw.text, t_in, t_out, round(latency, 3))
-            if self.cache is not None:
-                self.cache.put(key, self.model, {"messages": messages, **params}, cached)
+            if cache is not None:
+                cache.put(key, self.model, {"messages": messages, **params}, cached)
             self._record(stage, purpose, messages, raw.text, t_in, t_out, latency, False, None, started, sent)
         else:
             self._record(stage, purpose, messages, cached.text, cached.tokens_in, cached.tokens_out,

@@ -191,6 +191,8 @@ class RunResult:
     error: Optional[str] = None
     answer: Optional[str] = None
     gold: list[str] = field(default_factory=list)  # when the caller knows them (notebook API)
+    cost: Optional[dict] = None        # retrieval/llm/prices.py Cost: model, usd (None = price unknown), source, cpu_s
+    repetition: Optional[int] = None   # `bench --repeat N`: which of the N runs of this question this is (1-based)
 
     @property
     def tokens_in(self) -> int:

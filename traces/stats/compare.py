@@ -16,12 +16,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from retrieval.bench.metrics import RANK_METRICS, parse_metric, per_question_scores
+from retrieval.bench.metrics import BUDGET, RANK_METRICS, parse_metric, per_question_scores
 from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
 from retrieval.core.errors import InputError
 from retrieval.trace.gold import gold_presence
 
 from ..storage.experiments import Experiment, Experiments
+from . import tradeoff
 from .funnel import (
     Funnel,
     breakdown,
@@ -53,6 +54,12 @@ class Comparison:
     left_out: dict = field(default_factory=dict)       # why → the experiment's questions left out for it
     judges: str = ""                                   # a judged metric: whose grades, and how they agree with gold
     relevant: dict = field(default_factory=dict)       # a judged metric: question → its judged-relevant passages
+    # The whole trade-off (traces/stats/tradeoff.py): answers and where they were lost, money, spread.
+    answers: list = field(default_factory=list)        # AnswerSplit per method that answered
+    tradeoff: list = field(default_factory=list)       # TradeOff per method
+    flags: list = field(default_factory=list)          # Flag per pair whose verdict differs between repetitions
+    repeat: int = 1
+    budget: Optional[int] = None
 
     @property
     def left_out_count(self) -> int:
@@ -109,6 +116,10 @@ class Comparison:
                 "methods": {m: {**self.means[m].__dict__, "letter": self.letter(m), "beats": self.beats(m)}
                             for m in self.methods},
                 "pairs": [p.to_json() for p in self.pairs], "funnels": [f.to_json() for f in self.funnels],
+                "repetitions": self.repeat, "budget": self.budget,
+                "answer_split": [a.to_json() for a in self.answers],
+                "tradeoff": [t.to_json() for t in self.tradeoff],
+                "flagged_verdicts": [f.to_json() for f in self.flags],
                 "by_hops": self.by_hops, "by_type": self.by_type, "per_question": self.rows}
 
 
@@ -127,14 +138,33 @@ def compare(experiments: Experiments, exp: Experiment, metric: str,
                          "--metric ndcg@5, p@5, jrecall@5 or judged@5")
     check_measured(exp, metric)
     entries, methods = _entries(experiments, exp, methods)
-    scores = per_question_scores([e["row"] for e in entries if e["method"] in methods], metric)
+    # Every repetition's runs: a question's score is their mean (bench --repeat).
+    every = [e for e in experiments.entries(exp, repetitions=True) if e["method"] in methods]
+    rows = [{**e["row"], "rep": e["rep"]} for e in every]
+    scores = per_question_scores(rows, metric)
     if name in ("em", "f1") and not any(scores.get(m) for m in methods):
         raise InputError(f"experiment {exp.id[:12]} has no answers to score with {metric}; "
                          "run the benchmark with --answer")
+    if name == BUDGET and not any(scores.get(m) for m in methods):
+        raise InputError(f"experiment {exp.id[:12]} ran without a context budget; run the benchmark with "
+                         f"--budget {k} to measure {metric}")
     gold = {q["id"]: bool(q.get("gold")) for q in exp.questions}
     undefined = "no answer to score" if name in ("em", "f1") else "no gold passage"
-    return _assemble(exp, metric, k, methods, entries, scores,
-                     lambda q: undefined if name in ("em", "f1") or not gold.get(q) else "not scored")
+    c = _assemble(exp, metric, 0 if name == BUDGET else k, methods, entries, scores,
+                  lambda q: undefined if name in ("em", "f1") or not gold.get(q) else "not scored")
+    c.metric = metric
+    _add_tradeoff(c, exp, rows, methods, metric, k if name in RANK_METRICS else 5)
+    return c
+
+
+def _add_tradeoff(c: "Comparison", exp: Experiment, rows: list[dict], methods: Sequence[str], metric: str,
+                  k: int) -> None:
+    """The answer split, cost, spread and budget recall beside the metric (traces/stats/tradeoff.py)."""
+    c.repeat = tradeoff.repetitions(rows)
+    c.budget = tradeoff.budget_of(rows, exp.spec.get("args"))
+    c.answers = [s for m in methods if (s := tradeoff.answer_split(rows, m)) is not None]
+    c.tradeoff = tradeoff.tradeoffs(rows, methods, k, c.budget)
+    c.flags = tradeoff.flags(rows, methods, metric)
 
 
 def check_measured(exp: Experiment, metric: str) -> None:
@@ -286,6 +316,7 @@ def render_text(c: Comparison) -> str:
                     "stage that listed them):"]
         for f in c.funnels:
             lines += [render_funnel(f, what=c.followed), ""]
+    lines += _tradeoff_text(c)
     for title, groups in (("hops", c.by_hops), ("type", c.by_type)):
         if groups:
             names = list(next(iter(groups.values())))
@@ -294,6 +325,50 @@ def render_text(c: Comparison) -> str:
             for m, per in groups.items():
                 lines.append(f"  {m:<24} " + "  ".join(f"{per[g]['mean']:.3f}" for g in names))
     return "\n".join(lines).rstrip()
+
+
+def _tradeoff_text(c: Comparison) -> list[str]:
+    """Answers and where they were lost, money, spread, budget recall, flagged verdicts."""
+    from retrieval.llm.prices import usd_text
+
+    out: list[str] = []
+    if c.tradeoff:
+        reps = f", mean ± sd over {c.repeat} repetitions" if c.repeat > 1 else ""
+        k = next((key.partition("@")[2] for t in c.tradeoff for key in t.sd if key.startswith("recall@")
+                  and key.partition("@")[2].isdigit()), "5")
+        head = ["method", "EM", "F1", f"recall@{k}"] + ([f"recall@{c.budget}tok"] if c.budget else []) + \
+               (["stable@" + k] if c.repeat > 1 else []) + ["$/question", "CPU s/question"]
+        table = [head]
+        for t in c.tradeoff:
+            def fmt(v, key, t=t):
+                if v is None:
+                    return "–"
+                sd = t.sd.get(key)
+                return f"{v:.3f}" + (f"±{sd:.3f}" if sd is not None else "")
+            row = [t.method, fmt(t.em, "em"), fmt(t.f1, "f1"), fmt(t.recall, f"recall@{k}")]
+            if c.budget:
+                row.append(fmt(t.recall_budget, f"recall@{c.budget}tok"))
+            if c.repeat > 1:
+                row.append("–" if t.stable is None else f"{t.stable:.2f}")
+            row += [usd_text(t.usd), "–" if t.cpu_s is None else f"{t.cpu_s:.1f}"]
+            table.append(row)
+        widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+        out += ["", f"the trade-off (answers from the top {tradeoff.READER_K}{reps}):"]
+        out += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in table]
+    if c.answers:
+        out += ["", f"where the answers were lost (gold = every gold passage in the top {tradeoff.READER_K} the "
+                    "reader read; right = exact match" + ("; first repetition" if c.repeat > 1 else "") + "):"]
+        for a in c.answers:
+            out.append(f"  {a.method} ({a.n} answered)")
+            for cell in tradeoff.CELLS:
+                qs = a.questions[cell]
+                shown = ", ".join(qs[:8]) + (", …" if len(qs) > 8 else "")
+                out.append(f"    {a.count(cell):>3}  {tradeoff.CELL_TEXT[cell].format(k=a.k)}"
+                           + (f"  ({shown})" if qs else ""))
+    if c.repeat > 1:
+        out += ["", f"verdicts on {c.metric} in each of the {c.repeat} repetitions:"]
+        out += [f"  FLAGGED {f.text()}" for f in c.flags] or ["  no verdict changed between repetitions"]
+    return out
 
 
 def means_figure(c: Comparison):

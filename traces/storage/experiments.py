@@ -156,14 +156,16 @@ class Experiments:
     def record(self, exp: Experiment, question: Question, label: str, k: int, run: RunResult,
                row: QuestionResult) -> str:
         """One finished run: its trace and its experiment row, together or not at all. A second
-        record of the same (question, method, k) is refused by the primary key (nothing doubles)."""
+        record of the same (question, method, k, repetition) is refused by the primary key (nothing
+        doubles)."""
         gold = list(question.gold_passage_ids)
         presence = dumps(gold_presence(run, gold)).decode() if gold else None
         with self.traces.transaction() as con:
             rid = self.traces.insert_run(con, exp.session_id, exp.kb, run, gold, k)
             seq = con.execute("SELECT count(*) FROM experiment_runs WHERE experiment_id = ?", [exp.id]).fetchone()[0]
             self.traces._insert(con, "experiment_runs", [{
-                "experiment_id": exp.id, "question_id": question.id, "method": label, "k": k, "run_id": rid,
+                "experiment_id": exp.id, "question_id": question.id, "method": label, "k": k,
+                "rep": getattr(row, "rep", 1) or 1, "run_id": rid,
                 "seq": seq, "row": dumps(row.__dict__).decode(), "fates": presence}])
         self.traces.announce(rid, exp.session_id, exp.kb, run, gold)
         return rid
@@ -234,18 +236,23 @@ class Experiments:
                                       "ORDER BY created_at DESC LIMIT ?", args + [limit]).fetchall()
         return [self._from_row(r) for r in rows]
 
-    def entries(self, exp: Experiment) -> list[dict]:
-        """Every stored run of the experiment in the order they finished:
-        {question_id, method, k, run_id, row (dict), fates (dict | None)}."""
+    def entries(self, exp: Experiment, repetitions: bool = False) -> list[dict]:
+        """The experiment's stored runs in the order they finished:
+        {question_id, method, k, rep, run_id, row (dict), fates (dict | None)}. Of a `bench --repeat`
+        experiment only the first repetition (pools, funnels and drill-downs read one run a
+        question), unless `repetitions`."""
         rows = self.traces.db.execute(
-            "SELECT question_id, method, k, run_id, row, fates FROM experiment_runs WHERE experiment_id = ? "
-            "ORDER BY seq", [exp.id]).fetchall()
-        return [{"question_id": q, "method": m, "k": k, "run_id": rid, "row": json.loads(row),
-                 "fates": json.loads(f) if f else None} for q, m, k, rid, row, f in rows]
+            "SELECT question_id, method, k, rep, run_id, row, fates FROM experiment_runs WHERE experiment_id = ? "
+            + ("" if repetitions else "AND rep = 1 ") + "ORDER BY seq", [exp.id]).fetchall()
+        return [{"question_id": q, "method": m, "k": k, "rep": rep, "run_id": rid, "row": json.loads(row),
+                 "fates": json.loads(f) if f else None} for q, m, k, rep, rid, row, f in rows]
 
-    def finished(self, exp: Experiment) -> dict[tuple[str, str, int], QuestionResult]:
-        """The rows a resumed run keeps, keyed as run_bench's `done`."""
-        return {(e["question_id"], e["method"], e["k"]): QuestionResult(**e["row"]) for e in self.entries(exp)}
+    def finished(self, exp: Experiment) -> dict[tuple[str, str, int, int], QuestionResult]:
+        """The rows a resumed run keeps, keyed as run_bench's `done`: (question, method, k, rep)."""
+        fields = QuestionResult.__dataclass_fields__
+        return {(e["question_id"], e["method"], e["k"], e["rep"]):
+                QuestionResult(**{f: v for f, v in e["row"].items() if f in fields})
+                for e in self.entries(exp, repetitions=True)}
 
     def size_bytes(self, exp: Experiment) -> int:
         """What the experiment's stored traces take in the file (run JSON, stage and call rows, its rows)."""

@@ -176,9 +176,14 @@ class TraceStore:
             db["experiments"].create_index(["created_at"])
         if "experiment_runs" not in db.table_names():
             db["experiment_runs"].create({"experiment_id": str, "question_id": str, "method": str, "k": int,
-                                          "run_id": str, "seq": int, "row": str, "fates": str},
-                                         pk=("experiment_id", "question_id", "method", "k"),
+                                          "rep": int, "run_id": str, "seq": int, "row": str, "fates": str},
+                                         pk=("experiment_id", "question_id", "method", "k", "rep"),
+                                         not_null={"rep"}, defaults={"rep": 1},
                                          foreign_keys=[("experiment_id", "experiments"), ("run_id", "runs")])
+        elif "rep" not in db["experiment_runs"].columns_dict:
+            # Files from before `bench --repeat`: every stored run is its question's first repetition.
+            db["experiment_runs"].add_column("rep", int, not_null_default=1)
+            db["experiment_runs"].transform(pk=("experiment_id", "question_id", "method", "k", "rep"))
         if "pruned" not in db.table_names():
             # Ids of sessions and experiments removed by a public demo's retention (traces/storage/retention.py):
             # a link to one says it expired.

@@ -15,6 +15,7 @@ from .core.paths import resolve_kb
 from .core.records import Question
 from .encoders.embedder import get_embedder
 from .llm import LLMSettings, get_llm
+from .llm.prices import attach_cost
 from .methods import Context, make_method, method_names
 from .store import open_store
 from .trace.model import RunResult
@@ -51,5 +52,6 @@ class HopTrace:
         """One run, traced; `settings` override the method's config (as --set does). In Jupyter
         the result renders as the app's column, gold passages starred when the KB knows them."""
         run = make_method(method, self.ctx, **settings).run(question, k=k, answer=answer)
+        attach_cost(run, self.ctx.llm)
         run.gold = list(self._gold.get(run.question, []))
         return run

@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 from retrieval.core.errors import HopTraceError
 from retrieval.core.validate import check_question
 from retrieval.encoders.embedder import SharedQueries
+from retrieval.llm.prices import attach_cost
 from retrieval.methods import make_method, uses_llm
 from retrieval.methods.plugins import user_methods
 from retrieval.trace.model import RunResult, Stage, count_reused
@@ -107,6 +108,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             # says what this method takes alone.
             run = count_reused(method.run(question, k=k, on_stage=lambda st: events.put((name, st)), answer=answer,
                                           on_progress=lambda st: events.put((name, _Live(st)))))
+            attach_cost(run, ctx.llm)
         except HopTraceError as e:
             run = RunResult(name, question, status="error", error=str(e))
         except Exception as e:  # a bug in one method must not take the others down

@@ -62,7 +62,11 @@ class ExperimentView:
     funnel_fig: object
     groups_fig: Optional[object]
     rows: list[list]
+    tradeoff_fig: Optional[object] = None
+    splits: list = None          # (label, value) of the answer split's cells, for the rows' filter
 
+
+ALL_QUESTIONS = "all"
 
 def choices(experiments: Experiments, owner: Optional[str]) -> list[tuple[str, str]]:
     return [(e.describe(), e.id) for e in experiments.list(owner=owner)]
@@ -102,7 +106,9 @@ def _settled(experiments: Experiments, exp: Experiment, metric: str, owner: str)
 
 
 def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: Optional[str],
-         b: Optional[str], owner: str = "") -> ExperimentView:
+         b: Optional[str], owner: str = "", split: str = ALL_QUESTIONS) -> ExperimentView:
+    """`split`: "method|cell" of the answer split (traces/stats/tradeoff.py) keeps only its
+    questions in the rows; ALL_QUESTIONS keeps every one."""
     methods = exp.methods or []
     a = a if a in methods else (methods[0] if methods else "")
     b = b if b in methods and b != a else next((m for m in reversed(methods) if m != a), a)
@@ -137,7 +143,8 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
                    f"questions — {word}.</p>")
     else:
         verdict = "<p id='exp-pair'>Pick two different methods to compare them question by question.</p>"
-    summary = f"<style>{render.CSS}</style>{head}{table}{verdict}{_settled(experiments, exp, metric, owner)}"
+    summary = (f"<style>{render.CSS}</style>{head}{table}{verdict}{_settled(experiments, exp, metric, owner)}"
+               f"{tradeoff_html(c)}")
     groups = c.by_hops or c.by_type
     groups_fig = breakdown_figure({m: groups[m] for m in (a, b) if m in groups}, metric,
                                   "hops" if c.by_hops else "type") if groups else None
@@ -147,10 +154,115 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
         sa, sb = r["scores"][a], r["scores"][b]
         out_rows.append([r["question_id"], r["question"], r["hops"] if r["hops"] is not None else "",
                          round(sa, 3), round(sb, 3), round(sa - sb, 3), _lost(r["lost"][a]), _lost(r["lost"][b])])
+    keep = split_questions(c, split)
+    if keep is not None:
+        out_rows = [r for r in out_rows if r[0] in keep]
     # The questions that differ most first: those are the ones a visitor opens.
     out_rows.sort(key=lambda row: -abs(row[5]))
     return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels, c.followed), groups_fig,
-                          out_rows)
+                          out_rows, tradeoff_figure(c), split_choices(c))
+
+
+# --- the whole trade-off (traces/stats/tradeoff.py) -----------------------------------------------
+def split_choices(c) -> list[tuple[str, str]]:
+    """The rows' filter: every question, or one cell of one method's answer split."""
+    from traces.stats.tradeoff import CELL_TEXT, CELLS
+
+    out = [("all compared questions", ALL_QUESTIONS)]
+    for sp in c.answers:
+        for cell in CELLS:
+            if sp.count(cell):
+                out.append((f"{sp.method}: {CELL_TEXT[cell].format(k=sp.k)} ({sp.count(cell)})", f"{sp.method}|{cell}"))
+    return out
+
+
+def split_questions(c, split: Optional[str]) -> Optional[set[str]]:
+    if not split or split == ALL_QUESTIONS:
+        return None
+    method, _, cell = split.partition("|")
+    sp = next((x for x in c.answers if x.method == method), None)
+    if sp is None or cell not in sp.questions:
+        return None
+    return set(sp.questions[cell])
+
+
+def tradeoff_html(c) -> str:
+    """Answers and where they were lost, money, spread, budget recall, flagged verdicts; nothing
+    when the experiment recorded none of it."""
+    from retrieval.core.money import usd_text
+    from traces.stats.tradeoff import CELLS, READER_K
+
+    if not c.tradeoff:
+        return ""
+    esc = render.esc
+    k = "5"
+
+    def fmt(t, v, key):
+        if v is None:
+            return "–"
+        sd = t.sd.get(key)
+        return f"{v:.3f}" + (f" ± {sd:.3f}" if sd is not None else "")
+
+    heads = ["method", "EM", "F1", f"recall@{k}"] + ([f"recall@{c.budget}tok"] if c.budget else []) \
+        + ([f"stable@{k}"] if c.repeat > 1 else []) + ["$ / question", "CPU s / question"]
+    body = ""
+    for t in c.tradeoff:
+        cells = [esc(t.method), fmt(t, t.em, "em"), fmt(t, t.f1, "f1"), fmt(t, t.recall, f"recall@{k}")]
+        if c.budget:
+            cells.append(fmt(t, t.recall_budget, f"recall@{c.budget}tok"))
+        if c.repeat > 1:
+            cells.append("–" if t.stable is None else f"{t.stable:.2f}")
+        cells += [esc(usd_text(t.usd)), "–" if t.cpu_s is None else f"{t.cpu_s:.1f}"]
+        body += "<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
+    reps = f"; ± is the spread over {c.repeat} repetitions" if c.repeat > 1 else ""
+    out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
+           "Money from each run's recorded tokens and the model's price; the embedded model costs $0 and shows "
+           "its CPU seconds.</p><table class='ht-table' id='exp-tradeoff'><tr>"
+           + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{body}</table>")
+    if c.answers:
+        cols = ["gold in, right", "gold in, wrong: <b>reader lost it</b>", "gold missed, right",
+                "gold missed, wrong: <b>retriever lost it</b>"]
+        rows = "".join(f"<tr><td>{esc(sp.method)}</td>" + "".join(f"<td>{sp.count(x)}</td>" for x in CELLS)
+                       + "</tr>" for sp in c.answers)
+        out += (f"<p class='ht-meta'>Where the answers were lost (gold = every gold passage in the reader's top "
+                f"{READER_K}; right = exact match{'; first repetition' if c.repeat > 1 else ''}). "
+                "Pick a cell in <i>Show questions</i> below to list its questions.</p>"
+                "<table class='ht-table' id='exp-answer-split'><tr><th>method</th>"
+                + "".join(f"<th>{x}</th>" for x in cols) + f"</tr>{rows}</table>")
+    if c.repeat > 1:
+        if c.flags:
+            out += ("<div class='ht-stale' id='exp-flags'><b>Verdicts that changed between repetitions</b> "
+                    f"({esc(c.metric)}): one run of the benchmark could have shown either.<ul>"
+                    + "".join(f"<li>{esc(f.text())}</li>" for f in c.flags) + "</ul></div>")
+        else:
+            out += (f"<p class='ht-meta' id='exp-flags'>Every pair's verdict on {esc(c.metric)} was the same in all "
+                    f"{c.repeat} repetitions.</p>")
+    return out
+
+
+def tradeoff_figure(c):
+    """Quality against cost a question, one point a method, the spread over repetitions as error
+    bars: money where prices are known, else the embedded model's CPU seconds."""
+    import plotly.graph_objects as go
+
+    pts = [t for t in c.tradeoff if (t.em if t.em is not None else t.recall) is not None]
+    if not pts:
+        return None
+    use_usd = all(t.usd is not None for t in pts) and any(t.usd for t in pts)
+    quality = "em" if any(t.em is not None for t in pts) else "recall"
+    qkey = "em" if quality == "em" else "recall@5"
+    xs = [(t.usd if use_usd else (t.cpu_s or 0.0)) for t in pts]
+    ys = [getattr(t, quality) or 0.0 for t in pts]
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, mode="markers+text", text=[t.method for t in pts], textposition="top center",
+        error_y=dict(type="data", array=[t.sd.get(qkey, 0.0) for t in pts], visible=c.repeat > 1),
+        marker=dict(size=12, color="#0072B2")))
+    fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10),
+                      title=f"{'EM' if quality == 'em' else 'recall@5'} against cost a question"
+                            + (f" (± over {c.repeat} repetitions)" if c.repeat > 1 else ""),
+                      xaxis_title="$ a question" if use_usd else "CPU seconds a question (embedded model, $0)",
+                      yaxis_title="EM" if quality == "em" else "recall@5")
+    return fig
 
 
 def _lost(where: list[str]) -> str:

@@ -39,6 +39,9 @@ def cmd_ask(args) -> int:
               f"{(time.perf_counter() - t0) * 1000:.0f} ms")
     run = method.run(args.question, k=args.k, on_stage=None if args.json else lambda st: print(render_stage(st)),
                      answer=args.answer)
+    from ..llm.prices import attach_cost
+
+    attach_cost(run, ctx.llm)
     if args.json:
         print(json.dumps(run.to_dict(), indent=1, default=str))
     else:

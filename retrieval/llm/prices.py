@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..core.errors import ConfigError
+from ..core.money import EMBEDDED, UNKNOWN, cost_text, usd_text  # noqa: F401 (usd_text: the money format, re-exported)
 
 PRICES_ENV = "HOPTRACE_PRICES"
-UNKNOWN = "price unknown"
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,6 @@ class Price:
 
     def usd(self, tokens_in: int, tokens_out: int) -> float:
         return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
-
-
-EMBEDDED = "embedded"
 
 
 def read_price_file(path: Path) -> dict[str, Price]:
@@ -125,20 +122,7 @@ class Cost:
         return {"model": self.model, "usd": self.usd, "source": self.source, "cpu_s": self.cpu_s}
 
     def label(self) -> str:
-        if self.usd is None:
-            return UNKNOWN
-        if self.source == EMBEDDED:
-            return "$0 (embedded)" + (f" · {self.cpu_s:.1f} CPU s" if self.cpu_s is not None else "")
-        return usd_text(self.usd)
-
-
-def usd_text(usd: Optional[float]) -> str:
-    """$0.0123, $0.000045: enough digits to tell small costs apart; "price unknown" for None."""
-    if usd is None:
-        return UNKNOWN
-    if usd == 0:
-        return "$0"
-    return f"${usd:.4f}" if usd >= 0.01 else f"${usd:.2g}" if usd < 1e-4 else f"${usd:.5f}"
+        return cost_text(self.to_dict())
 
 
 def cost_of(llm, tokens_in: int, tokens_out: int, price_file: Optional[Path] = None) -> Optional[Cost]:

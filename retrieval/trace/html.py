@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any, Iterable, Optional
 
+from ..core.money import cost_text
 from .gold import gold_fates, recall_by_round
 from .model import RunResult, Stage, reused_ms
 
@@ -242,8 +243,9 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
         reused = sum(reused_ms(st) for st in run.stages)
+        cost = f" · {esc(cost_text(run.cost))}" if run.cost else ""
         head += (f"<div class='ht-meta'>{status} · {_latency(run.latency_ms, reused)} · tokens {run.tokens_in}/"
-                 f"{run.tokens_out}</div>")
+                 f"{run.tokens_out}{cost}</div>")
         if run.answer is not None:
             head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
     elif running:

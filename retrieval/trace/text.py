@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from ..core.money import cost_text
 from .model import RunResult, Stage
 
 
@@ -35,7 +36,8 @@ def render_stage(st: Stage) -> str:
 
 def render_run(run: RunResult) -> str:
     lines = [f"\n{run.method}: {run.status}{' — ' + run.error if run.error else ''} · "
-             f"{run.latency_ms:.1f} ms · tokens {run.tokens_in} in / {run.tokens_out} out"]
+             f"{run.latency_ms:.1f} ms · tokens {run.tokens_in} in / {run.tokens_out} out"
+             + (f" · {cost_text(run.cost)}" if run.cost else "")]
     if run.answer is not None:
         lines.append(f"answer: {run.answer}")
     for i, r in enumerate(run.ranked, 1):

@@ -47,6 +47,11 @@ GOLD_FATES = "hoptrace.gold.fates"
 STAGE_STATUS = "hoptrace.stage.status"
 STAGE_PAYLOAD = "hoptrace.stage.payload"  # the stage's payload, JSON, as stored
 LLM_CACHED = "hoptrace.llm.cached"
+# A run's cost (retrieval/llm/prices.py): where the price came from, the embedded model's CPU
+# seconds, and which repetition of `bench --repeat` the run was.
+COST_SOURCE = "hoptrace.cost.source"
+CPU_SECONDS = "hoptrace.cost.cpu_seconds"
+REPETITION = "hoptrace.repetition"
 LLM_PURPOSE = "hoptrace.llm.purpose"
 
 # Which stage is which kind, by the names the methods give their stages (docs/trace-schema.md
@@ -327,6 +332,15 @@ def _root_attributes(run: RunResult, ctx: RunContext) -> dict:
          SpanAttributes.LLM_TOKEN_COUNT_PROMPT: run.tokens_in,
          SpanAttributes.LLM_TOKEN_COUNT_COMPLETION: run.tokens_out,
          SpanAttributes.LLM_TOKEN_COUNT_TOTAL: run.tokens_in + run.tokens_out}
+    cost = run.cost or {}
+    if cost.get("usd") is not None:   # OpenInference's cost attribute; a price unknown is left out, not 0
+        a[SpanAttributes.LLM_COST_TOTAL] = cost["usd"]
+    if cost:
+        a[COST_SOURCE] = cost.get("source") or ""
+        if cost.get("cpu_s") is not None:
+            a[CPU_SECONDS] = cost["cpu_s"]
+    if run.repetition is not None:
+        a[REPETITION] = run.repetition
     if root_kind(run) == Kind.AGENT.value:
         a[SpanAttributes.AGENT_NAME] = "GRASP planner"
     if ctx.session_id:

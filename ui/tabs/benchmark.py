@@ -29,6 +29,16 @@ def _scatter(res, x_key: str):
 
 
 
+def _cell(row: dict, c: str):
+    """A table cell: money as dollars or "price unknown", a measure with its spread over repetitions."""
+    from retrieval.core.money import usd_text
+
+    if c == "usd_per_question":
+        return usd_text(row.get(c))
+    v, sd = row.get(c), row.get(f"{c}_sd")
+    return v if sd is None or v is None else f"{v} ± {sd}"
+
+
 def layout(shell) -> SimpleNamespace:
     """The tab's components, in page order."""
     all_methods = shell.all_methods
@@ -39,6 +49,13 @@ def layout(shell) -> SimpleNamespace:
             b_limit = gr.Number(value=20, precision=0, label="Questions (max)", elem_id="bench-limit")
             b_set = gr.Dropdown([BUILT_IN], value=BUILT_IN, label="Question set (Index tab adds yours)",
                                 elem_id="bench-set", allow_custom_value=True)
+        with gr.Row():
+            b_answer = gr.Checkbox(value=False, label="End with an answer (EM / F1, and where answers were lost; "
+                                                      "needs the LLM)", elem_id="bench-answer")
+            b_repeat = gr.Number(value=1, precision=0, minimum=1, maximum=5, label="Repetitions (spread, stability)",
+                                 elem_id="bench-repeat")
+            b_budget = gr.Number(value=0, precision=0, minimum=0, label="Context budget in tokens (0 = off)",
+                                 elem_id="bench-budget")
         b_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
         b_table = gr.Dataframe(interactive=False, elem_id="bench-table")
         with gr.Row():
@@ -75,12 +92,18 @@ def layout(shell) -> SimpleNamespace:
         with gr.Row():
             e_means = gr.Plot(label="means with 95 % intervals", elem_id="exp-means-plot")
             e_groups = gr.Plot(label="by hop count / question type", elem_id="exp-groups")
-        e_funnel = gr.Plot(label="where the gold is lost", elem_id="exp-funnel")
+        with gr.Row():
+            e_tradeoff = gr.Plot(label="quality against cost a question", elem_id="exp-tradeoff-plot")
+            e_funnel = gr.Plot(label="where the gold is lost", elem_id="exp-funnel")
+        e_split = gr.Dropdown([("all compared questions", evidence.ALL_QUESTIONS)], value=evidence.ALL_QUESTIONS,
+                              label="Show questions", elem_id="exp-split", allow_custom_value=True)
         e_rows = gr.Dataframe(headers=evidence.ROW_COLUMNS, interactive=False, wrap=True,
                               column_widths=evidence.ROW_WIDTHS,
                               elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                         "header to sort, a row to open both runs)")
     return SimpleNamespace(b_methods=b_methods, b_limit=b_limit, b_set=b_set, b_btn=b_btn, b_table=b_table,
+                           b_answer=b_answer, b_repeat=b_repeat, b_budget=b_budget, e_tradeoff=e_tradeoff,
+                           e_split=e_split,
                            b_plot_lat=b_plot_lat, b_plot_tok=b_plot_tok, r_paper=r_paper, r_with_llm=r_with_llm,
                            r_llm_limit=r_llm_limit, r_btn=r_btn, r_out=r_out, r_plot=r_plot, e_pick=e_pick,
                            e_metric=e_metric, e_a=e_a, e_b=e_b, e_refresh=e_refresh, e_summary=e_summary,
@@ -128,6 +151,11 @@ def wire(shell) -> None:
     e_funnel = shell.bench.e_funnel
     e_rows = shell.bench.e_rows
     bench_tab = shell.bench.bench_tab
+    b_answer = shell.bench.b_answer
+    b_repeat = shell.bench.b_repeat
+    b_budget = shell.bench.b_budget
+    e_tradeoff = shell.bench.e_tradeoff
+    e_split = shell.bench.e_split
     def set_questions(open_kb, set_name, who):
         if not set_name or set_name == BUILT_IN:
             if not open_kb.questions:
@@ -142,31 +170,45 @@ def wire(shell) -> None:
         return gr.update(choices=names, value=value if value in names else BUILT_IN)
 
 
-    def bench(kb_name, chosen, limit, set_name, who, request: gr.Request, progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
+    def bench(kb_name, chosen, limit, set_name, answer, repeat, budget, who, request: gr.Request,
+              progress=gr.Progress()):  # noqa: B008  (Gradio injects its progress tracker through this default)
         if not chosen:
             raise InputError("pick at least one method")
+        repeat, budget = int(repeat or 1), int(budget or 0) or None
+        if not 1 <= repeat <= 5:
+            raise InputError(f"repetitions must be between 1 and 5, got {repeat}")
+        if budget is not None and budget < 1:
+            raise InputError(f"the context budget must be a positive number of tokens (0 = off), got {budget}")
         state.check_kb(kb_name, who)
-        state.public.check_bench(int(limit or 1))
+        state.public.check_bench(int(limit or 1) * repeat)
         state.public.check_methods(list(chosen), uses_llm)
         state.throttle(who, request)
         open_kb = state.kb(kb_name)
         questions = set_questions(open_kb, set_name, who)[: max(1, int(limit or 1))]
+        answer = bool(answer)
+        if answer and open_kb.ctx.llm is None:
+            raise InputError("an answer needs an LLM, and this server has none configured")
         exp = _start_experiment("app", open_kb, list(chosen), {}, questions, who,
                                 {"methods": ",".join(chosen), "limit": int(limit or 1),
-                                 "question_set": set_name or BUILT_IN})
+                                 "question_set": set_name or BUILT_IN, "answer": answer, "repeat": repeat,
+                                 "budget": budget})
         try:
-            with state.llm_slot(request, list(chosen)):
+            with state.llm_slot(request, list(chosen), answer=answer):
                 res = run_bench(open_kb.ctx, kb_name, questions, list(chosen), progress=False,
                                 on_progress=lambda d, t, m: progress(d / t, desc=messages.progress_text(
                                     f"{m}: {d}/{t}", state.public.show_paths)),
-                                sink=experiments.sink(exp))
+                                sink=experiments.sink(exp), answer=answer, repeat=repeat, budget=budget)
         except Exception:
             experiments.finish(exp, {}, status="failed")
             raise
         experiments.finish(exp, res.to_json(include_per_question=False))
-        cols = [c for c in ("recall@5", "recall@10", "anyhit@5") if any(c in r for r in res.methods.values())]
+        wanted = ("recall@5", "recall@10", f"recall@{budget}tok", "anyhit@5", "stable@5", "em", "f1")
+        cols = [c for c in wanted if any(c in r for r in res.methods.values())]
+        cols += ["usd_per_question"] + (["cpu_s_per_question"] if any("cpu_s_per_question" in r for r in
+                                                                      res.methods.values()) else [])
         cols += ["latency_ms_p50", "tokens_per_question"]
-        table = [[m] + [row.get(c) for c in cols] for m, row in res.methods.items()]
+        table = [[m] + [_cell(row, c) for c in cols] for m, row in res.methods.items()]
+        # The experiment's view below (trade-off, answer split, spread) opens on this run.
         return (gr.update(value=table, headers=["method"] + cols), _scatter(res, "latency_ms_p50"),
                 _scatter(res, "tokens_per_question"),
                 gr.update(choices=evidence.choices(experiments, state.owner_filter(who)), value=exp.id))
@@ -182,7 +224,8 @@ def wire(shell) -> None:
         return experiments.start(kind, open_kb.name, kb_fingerprint(open_kb.ctx.store), llm, spec,
                                  owner=who or "")
 
-    b_btn.click(bench, [kb, b_methods, b_limit, b_set, visitor], [b_table, b_plot_lat, b_plot_tok, e_pick],
+    b_btn.click(bench, [kb, b_methods, b_limit, b_set, b_answer, b_repeat, b_budget, visitor],
+                [b_table, b_plot_lat, b_plot_tok, e_pick],
                 concurrency_limit=1, concurrency_id="bench")
 
     def reproduce_paper(kb_name, paper, limit, with_llm, llm_limit, who, request: gr.Request):
@@ -221,10 +264,10 @@ def wire(shell) -> None:
                 concurrency_limit=1, concurrency_id="bench")
 
 
-    def show_experiment(exp_id, metric, a, b, who, current_kb=None):
+    def show_experiment(exp_id, metric, a, b, who, current_kb=None, split=evidence.ALL_QUESTIONS):
         """Fills the experiment's views; the method and metric pickers follow the experiment."""
         if not exp_id:
-            return (gr.update(),) * 11
+            return (gr.update(),) * 13
         exp = None
         try:
             exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
@@ -234,15 +277,18 @@ def wire(shell) -> None:
                                  "in the Judge tab, then compare it here on the judgments")
             metric = metric if metric in metrics else next(
                 (m for m in ("recall@5", "ndcg@5") if m in metrics), metrics[0])
-            v = evidence.view(comparisons, experiments, exp, metric, a, b, state.owner_id(who))
+            v = evidence.view(comparisons, experiments, exp, metric, a, b, state.owner_id(who), split)
         except HopTraceError as e:
             return ((evidence.error(e),) + (None,) * 3 + (gr.update(value=[]),) + (gr.update(),) * 4
-                    + (_experiment_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who, current_kb)))
+                    + (_experiment_pick(exp, who) if exp else gr.update(), _follow_kb(exp, who, current_kb))
+                    + (None, gr.update()))
+        split_values = [val for _, val in v.splits]
         # The header's KB follows the experiment, so the next Run asks the KB its runs came from.
         return (v.summary_html, v.means_fig, v.groups_fig, v.funnel_fig, gr.update(value=v.rows),
                 gr.update(choices=metrics, value=metric), gr.update(choices=exp.methods, value=v.a),
                 gr.update(choices=exp.methods, value=v.b), gr.update(value=exp.id),
-                _experiment_pick(exp, who), _follow_kb(exp, who, current_kb))
+                _experiment_pick(exp, who), _follow_kb(exp, who, current_kb), v.tradeoff_fig,
+                gr.update(choices=v.splits, value=split if split in split_values else evidence.ALL_QUESTIONS))
 
     def _experiment_pick(exp, who):
         """An experiment picker on `exp`: the visitor's list, with `exp` added when a link opened it."""
@@ -256,12 +302,14 @@ def wire(shell) -> None:
             return gr.update()
         return gr.update(value=exp.kb)
 
-    exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick, j_pick, kb]
-    for trigger in (e_pick.input, e_metric.input, e_a.input, e_b.input):
-        trigger(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
-    e_pick.change(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
+    exp_outputs = [e_summary, e_means, e_groups, e_funnel, e_rows, e_metric, e_a, e_b, e_pick, j_pick, kb,
+                   e_tradeoff, e_split]
+    exp_inputs = [e_pick, e_metric, e_a, e_b, visitor, kb, e_split]
+    for trigger in (e_pick.input, e_metric.input, e_a.input, e_b.input, e_split.input):
+        trigger(show_experiment, exp_inputs, exp_outputs)
+    e_pick.change(show_experiment, exp_inputs, exp_outputs)
     # Back from the Judge tab, the metrics include the judged ones the new grades allow.
-    bench_tab.select(show_experiment, [e_pick, e_metric, e_a, e_b, visitor, kb], exp_outputs)
+    bench_tab.select(show_experiment, exp_inputs, exp_outputs)
     e_refresh.click(lambda who: (gr.update(choices=evidence.choices(experiments, state.owner_filter(who))),) * 2,
                     visitor, [e_pick, j_pick])
 

@@ -104,6 +104,7 @@ class Estimate:
     already_done: dict[str, int] = field(default_factory=dict)
     price_in: Optional[float] = None   # per million tokens
     price_out: Optional[float] = None
+    price_source: str = "--price-in / --price-out"   # or genai-prices, a price file, embedded
     local: bool = False
     prompt_tok_s: float = LOCAL_PROMPT_TOK_S
     gen_tok_s: float = LOCAL_GEN_TOK_S
@@ -136,6 +137,7 @@ class Estimate:
     def as_dict(self) -> dict:
         return {"model": self.model, "token_counter": self.counter, "requests": self.requests,
                 "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost": self.cost(),
+                "price_source": self.price_source if self.cost() is not None else None,
                 "layers": [r.__dict__ for r in self.rows], "already_extracted": self.already_done}
 
     def render(self) -> str:
@@ -152,11 +154,14 @@ class Estimate:
             lines.append("already extracted in the KB (not counted): "
                          + ", ".join(f"{k} {v:,}" for k, v in skipped.items()))
         cost = self.cost()
-        if cost is not None:
+        if cost is not None and self.price_source == "embedded":
+            lines.append("cost: $0 (the embedded model runs on this machine: its time is below)")
+        elif cost is not None:
             lines.append(f"cost at ${self.price_in or 0:g} / ${self.price_out or 0:g} per million input / output "
-                         f"tokens: ${cost:,.2f}")
+                         f"tokens ({self.price_source}): ${cost:,.2f}")
         else:
-            lines.append("cost: pass --price-in and --price-out (dollars per million tokens) to price it")
+            lines.append(f"cost: price unknown for {self.model} (not in genai-prices): pass --price-in and --price-out "
+                         "(dollars per million tokens) or a price file (HOPTRACE_PRICES) to price it")
         if self.local:
             n = max([1] + [r.passages for r in self.rows])  # each row covers the same passages
             cal = self.calibration
@@ -194,6 +199,13 @@ def estimate(passages: list[Passage], layers: list[str], settings: LLMSettings,
         return memo[text]
 
     est = Estimate(settings.model, label, price_in=price_in, price_out=price_out, local=settings.backend == "local")
+    if price_in is None and price_out is None:
+        # No price given: the one the bench uses (a price file, genai-prices; the embedded model $0).
+        from ....llm.prices import price_for
+
+        known = price_for(settings.model, settings.backend)
+        if known is not None:
+            est.price_in, est.price_out, est.price_source = known.input_per_mtok, known.output_per_mtok, known.source
     if est.local:
         est.prompt_tok_s, est.gen_tok_s, est.calibration = local_speed(settings.speed_key)
     # The same grouping as llm_extractors: one joint task for several layers read at once.

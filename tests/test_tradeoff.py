@@ -177,3 +177,18 @@ def test_a_trace_file_from_before_repetitions_gains_the_column_and_keeps_its_run
     assert store.db.execute("SELECT rep, run_id FROM experiment_runs").fetchall() == [(1, "r1")]
     pk = [r[1] for r in store.db.execute("PRAGMA table_info(experiment_runs)").fetchall() if r[5]]
     assert "rep" in pk
+
+
+def test_a_runs_cost_reaches_its_openinference_span():
+    from openinference.semconv.trace import SpanAttributes
+
+    from retrieval.trace.model import RunResult
+    from traces.otel.spans import COST_SOURCE, CPU_SECONDS, REPETITION, RunContext, run_spans
+
+    run = RunResult("gear", "q?", cost={"model": "team-qwen-7b", "usd": 0.0012, "source": "prices.csv",
+                                        "cpu_s": 0.4}, repetition=2)
+    root = run_spans(run, RunContext("r1"))[0].attributes
+    assert root[SpanAttributes.LLM_COST_TOTAL] == 0.0012 and root[COST_SOURCE] == "prices.csv"
+    assert root[CPU_SECONDS] == 0.4 and root[REPETITION] == 2
+    unknown = RunResult("gear", "q?", cost={"model": "x", "usd": None, "source": "price unknown", "cpu_s": None})
+    assert SpanAttributes.LLM_COST_TOTAL not in run_spans(unknown, RunContext("r2"))[0].attributes

@@ -212,7 +212,7 @@ def tradeoff_html(c) -> str:
             cells.append(fmt(t, t.recall_budget, f"recall@{c.budget}tok"))
         if c.repeat > 1:
             cells.append("–" if t.stable is None else f"{t.stable:.2f}")
-        cells += [esc(usd_text(t.usd)), "–" if t.cpu_s is None else f"{t.cpu_s:.1f}"]
+        cells += [esc(usd_text(t.usd)), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
         body += "<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
     reps = f"; ± is the spread over {c.repeat} repetitions" if c.repeat > 1 else ""
     out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
@@ -257,10 +257,12 @@ def tradeoff_figure(c):
         x=xs, y=ys, mode="markers+text", text=[t.method for t in pts], textposition="top center",
         error_y=dict(type="data", array=[t.sd.get(qkey, 0.0) for t in pts], visible=c.repeat > 1),
         marker=dict(size=12, color="#0072B2")))
+    lo, hi = min(ys), max(ys)
+    fig.update_yaxes(range=[max(0.0, lo - 0.1), min(1.05, hi + 0.12)])
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10),
                       title=f"{'EM' if quality == 'em' else 'recall@5'} against cost a question"
                             + (f" (± over {c.repeat} repetitions)" if c.repeat > 1 else ""),
-                      xaxis_title="$ a question" if use_usd else "CPU seconds a question (embedded model, $0)",
+                      xaxis_title="$ a question" if use_usd else "CPU seconds a question ($0: no priced LLM)",
                       yaxis_title="EM" if quality == "em" else "recall@5")
     return fig
 

@@ -142,3 +142,25 @@ class DelayEndpoint:
                 self.wfile.write(out)
 
         return Handler
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """`python -m retrieval.bench.delay_endpoint --port 8765`: the endpoint on its own, for
+    `hoptrace bench --llm http://127.0.0.1:8765/v1 --llm-model NAME`; Ctrl-C stops it."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m retrieval.bench.delay_endpoint", description=main.__doc__)
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--delay-ms", type=float, default=20.0, help="the delay before each answer (default 20)")
+    args = ap.parse_args(argv)
+    with DelayEndpoint(args.delay_ms / 1000, args.port) as url:
+        print(f"answering at {url} after {args.delay_ms:g} ms a request (loopback only)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -255,9 +255,11 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
         fit = fitter(ctx.store, budget, count_tokens)
     probe = cost_of(ctx.llm, 1, 1, prices)
     res.prices = probe.source if ctx.llm is not None else "no LLM"
-    # CPU seconds are a run's own only when runs go one at a time on the embedded model.
-    clock = CpuClock(ctx.llm) if concurrency == 1 and ctx.llm is not None and probe.source == EMBEDDED else None
-    if clock is not None and any(getattr(i, "uses_llm", False) for i in instances.values()):
+    # CPU seconds (this process and the embedded model's server) are a run's own only when runs
+    # go one at a time.
+    clock = CpuClock(ctx.llm if probe.source == EMBEDDED else None) if concurrency == 1 else None
+    if clock is not None and probe.source == EMBEDDED and any(getattr(i, "uses_llm", False) or answer
+                                                              for i in instances.values()):
         ctx.llm.start()   # the model's start-up is not charged to the first question
     weights: dict[str, float] = {}
     if difficulty_samples > 0:

@@ -141,7 +141,7 @@ def attach_cost(run, llm, price_file: Optional[Path] = None, cpu_s: Optional[flo
     """Record `run`'s cost on it (RunResult.cost) and return the Cost. Every caller that runs a
     method does this (bench, the app, `ask`, the notebook), so each stored run carries its cost."""
     cost = cost_of(llm, run.tokens_in, run.tokens_out, price_file)
-    if cpu_s is not None and cost.source == EMBEDDED:
+    if cpu_s is not None:
         cost.cpu_s = round(cpu_s, 3)
     run.cost = cost.to_dict()
     return cost

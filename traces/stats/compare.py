@@ -350,7 +350,7 @@ def _tradeoff_text(c: Comparison) -> list[str]:
                 row.append(fmt(t.recall_budget, f"recall@{c.budget}tok"))
             if c.repeat > 1:
                 row.append("–" if t.stable is None else f"{t.stable:.2f}")
-            row += [usd_text(t.usd), "–" if t.cpu_s is None else f"{t.cpu_s:.1f}"]
+            row += [usd_text(t.usd), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
             table.append(row)
         widths = [max(len(r[i]) for r in table) for i in range(len(head))]
         out += ["", f"the trade-off (answers from the top {tradeoff.READER_K}{reps}):"]

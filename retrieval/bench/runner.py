@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from tqdm import tqdm
-
 from ..core.errors import ConfigError
+from ..core.progress_bar import bar
 from ..core.records import Question
 from ..llm.prices import EMBEDDED, CpuClock, attach_cost, cost_of, read_price_file
 from ..methods import Context, make_method
@@ -265,16 +264,16 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     if difficulty_samples > 0:
         if ctx.llm is None:
             raise ConfigError("--difficulty-samples needs an LLM (--llm)")
-        for q in tqdm(questions, desc="difficulty r_i", disable=not progress):
+        for q in bar(questions, desc="difficulty r_i", disable=not progress):
             weights[q.id] = weight(estimate_r(ctx.llm, q, difficulty_samples), difficulty_samples)
     total = len(questions) * sum(len(v) for v in plan.values()) * repeat
     count = [0]
-    bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
+    pbar = bar(total=total, desc="bench", unit="run", disable=not progress)
 
     def tick(label: str, k: int) -> None:
         count[0] += 1
-        bar.update(1)
-        bar.set_postfix_str(f"{label}@{k}")
+        pbar.update(1)
+        pbar.set_postfix_str(f"{label}@{k}", refresh=False)
         if on_progress:
             on_progress(count[0], total, label)
 
@@ -327,7 +326,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
             res.per_question.extend(runs[k])
         rows_by_k = {k: runs[k] if k in runs else runs[max(runs)] for k in ks}
         res.methods[label] = summarise(rows_by_k, budget)
-    bar.close()
+    pbar.close()
     res.seconds = round(time.time() - res.started_at, 1)
     return res
 

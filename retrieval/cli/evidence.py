@@ -176,12 +176,23 @@ def cmd_judge(args) -> int:
             ensure_demo()
         store, llm = open_store(exp.kb), None
 
+    from ..core.progress_bar import bar
+
+    pbar = None
+
     def tick(i: int, n: int) -> None:
-        print(f"\rjudging: {i} / {n} requests", end="" if i < n else "\n", file=sys.stderr, flush=True)
+        nonlocal pbar
+        if pbar is None:
+            pbar = bar(total=n, desc="judging", unit="request")
+        pbar.update(i - pbar.n)
+        if i >= n:
+            pbar.close()
 
     rep = judge_experiment(experiments, exp, store, judge, args.depth, methods, llm, args.strategy,
                            concurrency=args.concurrency, estimate_only=args.estimate, limit=args.limit,
                            progress=tick)
+    if pbar is not None:
+        pbar.close()
     for line in rep.lines():
         print(line)
     if not args.estimate:

@@ -17,6 +17,8 @@ from typing import Callable, Optional
 
 from tqdm import tqdm
 
+from ..core.progress_bar import bar
+
 # Seconds of embedding per passage and tokens encoded per second, both for 2 cores, measured
 # with the OpenIE import on the demo (≈ 51 texts a passage: 0.065 s fp32, 0.029 s int8) and the
 # rules on 2Wiki (≈ 53: 0.030 s int8), bf16 from 9,190 2Wiki texts of every layer (1.45x fp32):
@@ -89,7 +91,7 @@ class BuildProgress:
         self._status = BuildStatus(step, 0, total, unit)
         self._t0 = time.perf_counter()
         if self.bars:
-            self._bar = tqdm(total=total, desc=step, unit=unit)
+            self._bar = bar(total=total, desc=step, unit=unit)
 
     def advance(self, n: int, left: str = "", eta_s: Optional[float] = None, estimated: bool = False,
                 step: Optional[str] = None) -> None:

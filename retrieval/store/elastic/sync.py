@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from tqdm import tqdm
 
+from ...core.progress_bar import bar as progress_bar
 from ...kb import db
 from .mappings import ALL, SETTINGS, index_name, mapping_of
 from .store import connect, parse_spec
@@ -77,7 +77,7 @@ def _bulk(es, name: str, docs: Iterator[tuple[str, dict]], label: str, progress:
 
     actions = ({"_op_type": "index", "_index": name, "_id": _id, "_source": src} for _id, src in docs)
     n = 0
-    bar = tqdm(desc=f"push {label}", unit="doc", disable=not progress)
+    bar = progress_bar(desc=f"push {label}", unit="doc", disable=not progress)
     for ok, _item in streaming_bulk(es, actions, chunk_size=CHUNK, max_retries=MAX_RETRIES,
                                    initial_backoff=INITIAL_BACKOFF_S, raise_on_error=True):
         n += ok

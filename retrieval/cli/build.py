@@ -14,8 +14,17 @@ def add_parsers(sub) -> None:
     src = b.add_mutually_exclusive_group(required=True)
     src.add_argument("--demo", action="store_true", help="the demo KB (bundled MuSiQue + GPT-3.5 OpenIE)")
     src.add_argument("--dataset", choices=["musique", "hotpotqa", "2wiki"], help="a bundled dataset")
-    src.add_argument("--corpus", type=Path, help="corpus file: [{title,text}] or {title: [sentences]}")
-    b.add_argument("--questions", type=Path, help="questions file (MuSiQue, HotpotQA or 2Wiki format)")
+    src.add_argument("--corpus", type=Path,
+                     help="corpus: [{id?, title, text}] or {title: [sentences]} JSON, a .jsonl ({id|_id, title?, "
+                          "text|contents} a line), a .tsv (id<TAB>text[<TAB>title]) or a BEIR folder (corpus.jsonl, "
+                          "queries.jsonl, qrels/<split>.tsv); records' own ids are kept")
+    b.add_argument("--questions", type=Path,
+                   help="questions file: MuSiQue, HotpotQA or 2Wiki JSON, or JSONL {id, question, answers?} with "
+                        "--qrels for the gold")
+    b.add_argument("--qrels", type=Path, default=None, help="TREC qrels (qid 0 docid grade): the JSONL questions' gold")
+    b.add_argument("--split", default="test", help="a BEIR folder's qrels split (default test)")
+    b.add_argument("--min-grade", type=int, default=1,
+                   help="a graded passage is gold at this grade and above (default 1)")
     b.add_argument("--openie", type=Path, help="HippoRAG OpenIE output to import triples from")
     b.add_argument("--extractor", default="auto",
                    help="auto (OpenIE file if given, else rules) | rules | openie | llm (GEAR triples, SAG events, "
@@ -87,7 +96,7 @@ def cmd_build(args) -> int:
         out, name = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
         corpus, questions, openie, name = ds.corpus, ds.questions, ds.openie, args.out or name
     else:
-        out = resolve_kb(args.out or args.corpus.name.split(".")[0])
+        out = resolve_kb(args.out or args.corpus.resolve().name.split(".")[0])
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out
     plan = ExtractionPlan(args.extractor, openie, layers, llm, args.batch_size, args.propositions, args.reads)
     plan.check()
@@ -98,10 +107,12 @@ def cmd_build(args) -> int:
     if args.estimate:
         return _estimate(plan, out, corpus, questions, args)
     before = _llm_done(out, plan)
+    from ..kb.presets import Gold
+
     report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
                               progress=not args.quiet, plan=plan, sample=args.sample,
                               retry_failed=args.retry_failed, precision=args.precision, targets=serve,
-                              device=args.device)
+                              device=args.device, gold=Gold(args.qrels, args.split, args.min_grade))
     d = report.as_dict()
     if report.reused:
         print(f"reused: {d['passages_total']} passages and every layer asked for, nothing new to add"

@@ -13,16 +13,19 @@ def add_parsers(sub) -> None:
 
 
 def cmd_kb(args) -> int:
+    from ..corpus.collection import ids_kind
     from ..store import open_store
 
     store = open_store(args.kb)
     info = store.info()
+    ids = ids_kind(store.all_passage_ids())
     if args.json:
         print(json.dumps({"backend": info.backend, "location": info.location, "embed_model": info.embed_model,
                           "embed_dim": info.embed_dim, "counts": info.counts, "extraction": info.extraction,
-                          "meta": info.meta}, indent=1))
+                          "passage_ids": ids, "meta": info.meta}, indent=1))
         return 0
     print(render_kb_info(info))
+    print(f"passage ids: {ids}")
     print(render_served(store))
     return 0
 

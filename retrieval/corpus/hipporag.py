@@ -1,7 +1,7 @@
 """HippoRAG's corpus format (`[{title, text}]`) and its MuSiQue question format."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ..core.errors import InputError
 from ..core.records import Passage, Question, passage_id
@@ -18,6 +18,23 @@ def _field(record: Any, key: str, where: str, kind: type = str) -> Any:
     return value
 
 
+def record_id(rec: dict, where: str) -> Optional[str]:
+    """A record's own id (`id`, else `_id`), as text; None when it has none."""
+    for key in ("id", "_id"):
+        if key in rec and rec[key] is not None:
+            value = rec[key]
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise InputError(f"{where}: field {key!r} should be a string or an integer, got "
+                                 f"{type(value).__name__}")
+            value = str(value).strip()
+            if not value:
+                raise InputError(f"{where}: empty {key!r}")
+            if any(c in value for c in "\t\r\n"):
+                raise InputError(f"{where}: {key!r} {value[:40]!r} holds a tab or a line break")
+            return value
+    return None
+
+
 # Retrieval passages are paragraphs (MuSiQue's average ~600 characters); a text far past this is a
 # whole document or a hostile upload, and would be embedded truncated anyway.
 MAX_PASSAGE_CHARS = 100_000
@@ -26,7 +43,9 @@ MAX_TITLE_CHARS = 1_000
 
 def parse_corpus(data: Any, source: str = "corpus") -> list[Passage]:
     """`[{"title", "text"}]` → passages. Exact duplicates are an error; a repeated title
-    with other text is allowed (MuSiQue splits long articles into several passages)."""
+    with other text is allowed (MuSiQue splits long articles into several passages). A record's
+    `id` (or `_id`) is its passage id; without one the id is the chunk id of title and text
+    (HippoRAG's files and the bundled data line up as they always have)."""
     if not isinstance(data, list):
         raise InputError(f"{source}: expected a JSON list of {{title, text}} objects")
     passages: list[Passage] = []
@@ -44,8 +63,12 @@ def parse_corpus(data: Any, source: str = "corpus") -> list[Passage]:
                              f"{max(len(text), len(title)):,} characters; a passage holds at most "
                              f"{MAX_PASSAGE_CHARS:,} characters of text and {MAX_TITLE_CHARS:,} of title "
                              "(split long documents into passages)")
-        p = Passage.make(title, text)
+        own = record_id(rec, where)
+        p = Passage(own, title, text) if own else Passage.make(title, text)
         if p.id in first_seen:
+            if own:
+                raise InputError(f"{source}: passage id {own!r} appears twice: {source}[{first_seen[p.id]}] and "
+                                 f"{where}")
             raise InputError(
                 f"{where}: duplicate passage: title {title!r} with the same text as {source}[{first_seen[p.id]}]"
             )

@@ -114,10 +114,25 @@ def sample_corpus(passages: list[Passage], questions: list[Question], n: int) ->
     return [p for p in passages if p.id in chosen], kept  # corpus order
 
 
-def load_sources(corpus: Path, questions: Optional[Path] = None,
-                 sample: Optional[int] = None) -> tuple[list[Passage], Optional[list[Question]]]:
-    passages = load_corpus(corpus)
-    qs = load_questions(questions, passages) if questions else None
+@dataclass(frozen=True)
+class Gold:
+    """Where a collection's gold comes from when its questions do not name it: TREC qrels (or a
+    BEIR folder's qrels/<split>.tsv), graded passages counted gold at `min_grade` and above."""
+    qrels: Optional[Path] = None
+    split: str = "test"
+    min_grade: int = 1
+
+
+def load_sources(corpus: Path, questions: Optional[Path] = None, sample: Optional[int] = None,
+                 gold: Gold = Gold()) -> tuple[list[Passage], Optional[list[Question]]]:
+    from ..corpus import read_beir
+    from ..corpus.collection import corpus_kind
+
+    if corpus_kind(Path(corpus)) == "beir" and questions is None:
+        passages, qs = read_beir(corpus, gold.split, gold.min_grade)
+    else:
+        passages = load_corpus(corpus)
+        qs = load_questions(questions, passages, gold.qrels, gold.min_grade) if questions else None
     if sample:
         passages, qs = sample_corpus(passages, qs or [], sample)
     return passages, qs
@@ -128,10 +143,10 @@ def build_from_files(out: Path, corpus: Path, questions: Optional[Path] = None, 
                      progress: bool = True, plan: Optional[ExtractionPlan] = None, sample: Optional[int] = None,
                      retry_failed: bool = False, max_passages: Optional[int] = None,
                      precision: Optional[str] = None, listener=None, targets=None,
-                     device: Optional[str] = None) -> BuildReport:
+                     device: Optional[str] = None, gold: Gold = Gold()) -> BuildReport:
     plan = plan or ExtractionPlan(extractor, openie)
     plan.check()  # before reading anything, so a bad option fails fast
-    passages, qs = load_sources(corpus, questions, sample)
+    passages, qs = load_sources(corpus, questions, sample, gold)
     if max_passages is not None and len(passages) > max_passages:
         # Checked before anything is written: a refused corpus leaves the KB as it was.
         raise InputError(f"the corpus has {len(passages):,} passages; this server builds at most "

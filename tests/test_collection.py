@@ -129,3 +129,66 @@ def test_beir_ids_are_kept_from_the_file_through_the_kb_a_trace_and_an_export(tm
 
     lines = export_run(exps, exp, "dense").splitlines()
     assert lines and all(line.split()[2].startswith("hp-") for line in lines)
+
+    # A run made elsewhere, in the collection's ids, enters the comparison with no translation,
+    # and its recall@5 is the one computed here by hand.
+    from retrieval.bench.metrics import recall_at
+    from traces.stats.compare import compare
+    from traces.storage.runfiles import import_run, read_run
+
+    golds = {q.id: q.gold_passage_ids for q in store.questions()}
+    ranked = {q: sorted(golds[q])[:1] + [p.id for p in passages[:4]] for q in golds}
+    run_file = tmp_path / "elsewhere.trec"
+    run_file.write_text("".join(f"{q} Q0 {pid} {i + 1} {10 - i} bm25s\n" for q, ids in ranked.items()
+                                for i, pid in enumerate(ids)))
+    import_run(exps, exp, read_run(run_file), "elsewhere", store)
+    by_hand = sum(recall_at(ranked[q], golds[q], 5) for q in golds) / len(golds)
+    assert compare(exps, exp, "recall@5").means["elsewhere"].mean == pytest.approx(by_hand)
+
+
+def _local_irds(folder: Path, name: str) -> str:
+    """A dataset ir_datasets reads from local files (nothing downloaded): the BEIR folder above as
+    TSV documents and queries and TREC qrels, registered under `name`."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
+    from ir_datasets.util import LocalDownload
+
+    passages, questions = read_beir(make_beir(folder / "beir"))
+    (folder / "docs.tsv").write_text("".join(f"{p.id}\t{p.title}. {p.text}\n" for p in passages))
+    (folder / "queries.tsv").write_text("".join(f"{q.id}\t{q.text}\n" for q in questions))
+    (folder / "qrels.txt").write_text("".join(f"{q.id} 0 {g} 1\n" for q in questions for g in q.gold_passage_ids))
+    if name not in ir_datasets.registry:
+        ir_datasets.registry.register(name, Dataset(
+            TsvDocs(LocalDownload(folder / "docs.tsv")), TsvQueries(LocalDownload(folder / "queries.tsv")),
+            TrecQrels(LocalDownload(folder / "qrels.txt"), {0: "not relevant", 1: "relevant"})))
+    return name
+
+
+def test_ir_datasets_on_a_local_dataset_and_the_offline_error(tmp_path, monkeypatch):
+    from retrieval.core.errors import ConfigError
+    from retrieval.corpus.irds import load_irds
+    from retrieval.kb.presets import IRDS, load_sources
+
+    name = _local_irds(tmp_path, "hoptrace-test/hotpotqa-local")
+    passages, questions = load_irds(name)
+    assert len(passages) > 40 and all(p.id.startswith("hp-") for p in passages)
+    assert len(questions) == 6 and all(q.gold_passage_ids and q.gold_passage_ids[0].startswith("hp-")
+                                       for q in questions)
+    same, _ = load_sources(IRDS + name)
+    assert [p.id for p in same] == [p.id for p in passages]
+
+    # An unknown name, and a dataset whose files cannot be fetched (this machine has no network).
+    with pytest.raises(InputError, match="ir_datasets has no dataset 'no/such/thing'"):
+        load_irds("no/such/thing")
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    import ir_datasets
+
+    def offline(*a, **k):
+        raise OSError("Max retries exceeded with url: /thakur/BEIR/datasets/hotpotqa.zip (no network)")
+
+    ds = ir_datasets.load("beir/hotpotqa/test")
+    monkeypatch.setattr(type(ds), "docs_iter", offline, raising=False)
+    monkeypatch.setattr(ir_datasets, "load", lambda n: ds)
+    with pytest.raises(ConfigError, match=r"could not read 'beir/hotpotqa/test'.*irds-home"):
+        load_irds("beir/hotpotqa/test")

@@ -18,6 +18,9 @@ def add_parsers(sub) -> None:
                      help="corpus: [{id?, title, text}] or {title: [sentences]} JSON, a .jsonl ({id|_id, title?, "
                           "text|contents} a line), a .tsv (id<TAB>text[<TAB>title]) or a BEIR folder (corpus.jsonl, "
                           "queries.jsonl, qrels/<split>.tsv); records' own ids are kept")
+    src.add_argument("--irds", default=None, metavar="NAME",
+                     help="a collection through ir_datasets, e.g. beir/hotpotqa/test: its documents, queries and "
+                          "qrels (pip install 'hoptrace[irds]'; the files must be in ir_datasets' home offline)")
     b.add_argument("--questions", type=Path,
                    help="questions file: MuSiQue, HotpotQA or 2Wiki JSON, or JSONL {id, question, answers?} with "
                         "--qrels for the gold")
@@ -95,6 +98,11 @@ def cmd_build(args) -> int:
         ds = get_dataset(args.dataset or "musique")
         out, name = dataset_out(ds.name, resolve_kb(args.out) if args.out else None)
         corpus, questions, openie, name = ds.corpus, ds.questions, ds.openie, args.out or name
+    elif args.irds:
+        from ..kb.presets import IRDS
+
+        out = resolve_kb(args.out or args.irds.replace("/", "-"))
+        corpus, questions, openie, name = IRDS + args.irds, None, args.openie, args.out or args.irds
     else:
         out = resolve_kb(args.out or args.corpus.resolve().name.split(".")[0])
         corpus, questions, openie, name = args.corpus, args.questions, args.openie, args.out

@@ -114,6 +114,9 @@ def sample_corpus(passages: list[Passage], questions: list[Question], n: int) ->
     return [p for p in passages if p.id in chosen], kept  # corpus order
 
 
+IRDS = "irds:"   # a corpus named "irds:beir/hotpotqa/test" is read through ir_datasets
+
+
 @dataclass(frozen=True)
 class Gold:
     """Where a collection's gold comes from when its questions do not name it: TREC qrels (or a
@@ -128,7 +131,11 @@ def load_sources(corpus: Path, questions: Optional[Path] = None, sample: Optiona
     from ..corpus import read_beir
     from ..corpus.collection import corpus_kind
 
-    if corpus_kind(Path(corpus)) == "beir" and questions is None:
+    if isinstance(corpus, str) and corpus.startswith(IRDS):   # `build --irds NAME`
+        from ..corpus.irds import load_irds
+
+        passages, qs = load_irds(corpus[len(IRDS):], gold.min_grade)
+    elif corpus_kind(Path(corpus)) == "beir" and questions is None:
         passages, qs = read_beir(corpus, gold.split, gold.min_grade)
     else:
         passages = load_corpus(corpus)

@@ -26,7 +26,7 @@ TUTORIAL = ROOT / "docs" / "tutorial.md"
 
 def tutorial_script() -> str:
     blocks = re.findall(r"```bash\n(.*?)```", TUTORIAL.read_text(), flags=re.S)
-    assert len(blocks) >= 8, "the tutorial's steps"
+    assert len(blocks) >= 9, "the tutorial's steps"
     return "\n".join(blocks)
 
 
@@ -53,6 +53,12 @@ def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):  # noqa: F811
     assert "settled" in log or "open" in log
     assert "=== composed" in log and "=== griever" in log, "a question's two stored runs"
     assert "my_retriever" in log
+    # Step 9: a BEIR folder keeps its ids, and the run made outside scores as it did outside.
+    assert "passage ids: the collection's own ids" in log
+    outside = float(re.search(r"computed here: recall@5 ([\d.]+)", log).group(1))
+    inside = float(re.search(r"\n\w\s+bm25s\s+([\d.]+) \[", log).group(1))
+    assert inside == pytest.approx(outside, abs=5e-4), (inside, outside)
+    assert (work / "out" / "hpbeir.qrels").read_text().split()[2].startswith("hp-")
     assert (work / "out" / "tiny-spans.jsonl").stat().st_size > 0
     assert (work / "out" / "tiny.qrels").stat().st_size > 0
     spans: list = []

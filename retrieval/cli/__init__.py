@@ -26,7 +26,7 @@ HELP_SECTIONS = (
     ("Judge and compare", ("judge", "qrels", "compare", "experiments", "judge-validity")),
     ("Export", ("export",)),
     ("The app", ("serve", "record-showcase")),
-    ("Measure HopTrace itself", ("bench-app", "bench-store", "bench-concurrency", "soak", "silver")),
+    ("Measure HopTrace itself", ("bench-app", "bench-store", "bench-import", "bench-concurrency", "soak", "silver")),
 )
 EXAMPLES = {
     "build": "hoptrace build --corpus examples/tiny/corpus.json --out tiny --methods bm25,dense,griever",
@@ -58,6 +58,7 @@ EXAMPLES = {
     "record-showcase": "hoptrace record-showcase --methods grasp --update",
     "bench-app": "hoptrace bench-app --first-start",
     "bench-store": "hoptrace bench-store --sizes 10000,100000",
+    "bench-import": "hoptrace bench-import --lines 1000000",
     "bench-concurrency": "hoptrace bench-concurrency --methods sag,gear --limit 16 --levels 1,8",
     "soak": "hoptrace soak --minutes 30 --users 20 --llm-users 2",
     "silver": "hoptrace silver --kb demo",

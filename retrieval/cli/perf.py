@@ -40,6 +40,12 @@ def add_parsers(sub) -> None:
     bs.add_argument("--keep", action="store_true", help="keep the synthetic KBs")
     bs.add_argument("--json", dest="json_out", type=Path, help="write the rows here")
 
+    bi = sub.add_parser("bench-import", help="time and peak memory of reading a generated corpus file alone "
+                                             "(JSONL or TSV, a line at a time)")
+    bi.add_argument("--lines", type=int, default=1_000_000, help="passages in the generated file (default 1,000,000)")
+    bi.add_argument("--format", choices=["jsonl", "tsv"], default="jsonl")
+    bi.add_argument("--dir", type=Path, default=None, help="where to write the file (default a temporary folder)")
+
 
 def cmd_bench_app(args) -> int:
     from ui.benchmark import bench_app
@@ -87,4 +93,17 @@ def cmd_bench_store(args) -> int:
     return 0
 
 
-COMMANDS = {"bench-app": cmd_bench_app, "bench-store": cmd_bench_store}
+def cmd_bench_import(args) -> int:
+    import tempfile
+
+    from ..bench.import_scale import generate, measure
+
+    if args.lines < 1:
+        raise ConfigError(f"--lines must be at least 1, got {args.lines}")
+    with tempfile.TemporaryDirectory(dir=args.dir) as d:
+        path = generate(Path(d) / f"corpus.{args.format}", args.lines, args.format)
+        print(json.dumps(measure(path), indent=1))
+    return 0
+
+
+COMMANDS = {"bench-app": cmd_bench_app, "bench-store": cmd_bench_store, "bench-import": cmd_bench_import}

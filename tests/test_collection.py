@@ -65,6 +65,7 @@ def test_jsonl_questions_take_graded_gold_from_trec_qrels(tmp_path):
     assert [(q.id, q.gold_passage_ids, q.answers) for q in got] == [("q1", ["d0", "d1"], ["x"]), ("q2", ["d3"], [])]
     assert load_questions(qs, corpus, qrels, min_grade=2)[0].gold_passage_ids == ["d0"]
     assert read_qrels(qrels)["q1"] == {"d0": 2, "d1": 1, "d2": 0}   # graded stays graded
+    assert got[0].grades == {"d0": 2, "d1": 1, "d2": 0}
     qrels.write_text("q1 0 d0 1\nq1 0 nowhere-7 1\n")
     with pytest.raises(InputError, match=r"question 'q1' grades passage id 'nowhere-7'"):
         load_questions(qs, corpus, qrels)
@@ -116,6 +117,9 @@ def test_beir_ids_are_kept_from_the_file_through_the_kb_a_trace_and_an_export(tm
     store = SQLiteStore(kb)
     assert set(store.all_passage_ids()) == {p.id for p in passages}
     assert store.questions()[0].gold_passage_ids == questions[0].gold_passage_ids
+    # The KB keeps the qrels' grades beside the gold, and an experiment's questions carry them.
+    assert store.questions()[0].grades == {g: 1 for g in questions[0].gold_passage_ids}
+    assert question_record(store.questions()[0])["grades"] == store.questions()[0].grades
     ctx = Context(store, embedder)
     exps = Experiments(TraceStore(tmp_path / "traces.sqlite"))
     spec = {"methods": {"bm25": {}, "dense": {}}, "ks": [5], "protocol": "per-k",

@@ -74,7 +74,8 @@ def add_parsers(sub) -> None:
     re_.add_argument("--judges", default="person,llm,answer",
                      help="which sources, in the order a pair's grade is taken (default person,llm,answer)")
     re_.add_argument("--gold", action="store_true",
-                     help="write the questions' gold instead (grade 1 each, in the collection's own ids)")
+                     help="write the questions' gold instead, in the collection's own ids: graded as its qrels "
+                          "graded them, else grade 1")
     ri = rs.add_parser("import", help="read grades from a TREC qrels file, as a person's unless --source says")
     ri.add_argument("experiment")
     ri.add_argument("file", type=Path)
@@ -295,7 +296,8 @@ def cmd_qrels(args) -> int:
     exp = experiments.get(args.experiment)
     qrels = Qrels(traces)
     if args.qrels_command == "export" and args.gold:
-        lines = [f"{q['id']} 0 {p} 1" for q in exp.questions for p in q.get("gold") or ()]
+        lines = [f"{q['id']} 0 {p} {g}" for q in exp.questions
+                 for p, g in (q.get("grades") or dict.fromkeys(q.get("gold") or (), 1)).items()]
         args.file.parent.mkdir(parents=True, exist_ok=True)
         args.file.write_text("".join(line + "\n" for line in lines))
         print(f"wrote {len(lines)} gold judgments of experiment {exp.id[:12]} to {args.file}")

@@ -41,6 +41,9 @@ class Question:
     type: Optional[str] = None
     # MuSiQue's question_decomposition: [{"question", "answer", "paragraph_support_idx"}, ...]
     decomposition: Optional[list[dict]] = None
+    # Graded qrels as the collection gave them (passage → grade, 0 included); gold_passage_ids are
+    # those at the build's --min-grade and above. None when the gold came ungraded.
+    grades: Optional[dict[str, int]] = None
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,7 @@ def attach_gold(questions: list[Question], qrels: dict[str, dict[str, int]], pas
             raise InputError(f"{source}: question {q.id!r} grades passage id {unknown[0]!r}, which the corpus "
                              f"does not hold" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
         q.gold_passage_ids = [p for p, g in grades.items() if g >= min_grade]
+        q.grades = dict(grades) if grades else None
     return questions
 
 

@@ -330,7 +330,15 @@ def _add_passages(con: sqlite3.Connection, passages: list[Passage]) -> int:
     return len(new)
 
 
+GRADES_META = "graded_qrels"   # question → passage → grade, as the collection's qrels gave them
+
+
 def _add_questions(con: sqlite3.Connection, questions: list[Question]) -> int:
+    graded = {q.id: q.grades for q in questions if q.grades}
+    if graded:   # kept beside the questions table (whose gold is the ids at --min-grade and above)
+        row = con.execute("SELECT value FROM meta WHERE key = ?", (GRADES_META,)).fetchone()
+        with con:
+            db.set_meta(con, GRADES_META, {**(json.loads(row[0]) if row else {}), **graded})
     with con:
         for q in questions:
             con.execute(

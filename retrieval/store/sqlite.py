@@ -404,7 +404,9 @@ class SQLiteStore(SearchStore):
                            "WHERE proposition_rowid IN (SELECT value FROM json_each(?))", proposition_ids)
 
     def questions(self) -> list[Question]:
-        return [Question(i, t, json.loads(a), json.loads(g), h, ty, json.loads(d) if d else None)
+        row = self.con.execute("SELECT value FROM meta WHERE key = 'graded_qrels'").fetchone()
+        grades = json.loads(row[0]) if row else {}
+        return [Question(i, t, json.loads(a), json.loads(g), h, ty, json.loads(d) if d else None, grades.get(i))
                 for i, t, a, g, h, ty, d in self.con.execute(
                     "SELECT id, text, answers, gold, hops, type, decomposition FROM questions ORDER BY rowid")]
 

@@ -85,8 +85,11 @@ class Experiment:
 
 
 def question_record(q: Question) -> dict:
-    return {"id": q.id, "text": q.text, "hops": q.hops, "type": q.type, "gold": list(q.gold_passage_ids),
-            "answers": list(q.answers)}
+    rec = {"id": q.id, "text": q.text, "hops": q.hops, "type": q.type, "gold": list(q.gold_passage_ids),
+           "answers": list(q.answers)}
+    if getattr(q, "grades", None):
+        rec["grades"] = dict(q.grades)   # graded qrels stay graded (qrels export --gold)
+    return rec
 
 
 def kb_fingerprint(store) -> str:

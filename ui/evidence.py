@@ -253,12 +253,19 @@ def tradeoff_figure(c):
     qkey = "em" if quality == "em" else "recall@5"
     xs = [(t.usd if use_usd else (t.cpu_s or 0.0)) for t in pts]
     ys = [getattr(t, quality) or 0.0 for t in pts]
-    fig = go.Figure(go.Scatter(
-        x=xs, y=ys, mode="markers+text", text=[t.method for t in pts], textposition="top center",
-        error_y=dict(type="data", array=[t.sd.get(qkey, 0.0) for t in pts], visible=c.repeat > 1),
-        marker=dict(size=12, color="#0072B2")))
+    # One trace a method, named in the legend: methods at the same cost and quality (two LLM-free
+    # ones at $0) would print their names over each other.
+    palette = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+    symbols = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
+    fig = go.Figure()
+    for i, (t, x, y) in enumerate(zip(pts, xs, ys)):
+        fig.add_trace(go.Scatter(
+            x=[x], y=[y], mode="markers", name=t.method,
+            error_y=dict(type="data", array=[t.sd.get(qkey, 0.0)], visible=c.repeat > 1),
+            marker=dict(size=13, color=palette[i % len(palette)], symbol=symbols[i % len(symbols)],
+                        line=dict(width=1, color="#333"))))
     lo, hi = min(ys), max(ys)
-    fig.update_yaxes(range=[max(0.0, lo - 0.1), min(1.05, hi + 0.12)])
+    fig.update_yaxes(range=[max(-0.05, lo - 0.1), min(1.05, hi + 0.12)])
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10),
                       title=f"{'EM' if quality == 'em' else 'recall@5'} against cost a question"
                             + (f" (± over {c.repeat} repetitions)" if c.repeat > 1 else ""),

@@ -210,6 +210,28 @@ def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
     page.screenshot(path=str(shots / "bench.png"), full_page=True)
 
 
+def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(page, shots):
+    """Repetitions and a context budget from the tab: the table gives the spread and stable@5,
+    the experiment's view the trade-off table, the verdicts over repetitions and quality
+    against cost a question."""
+    page.get_by_role("tab", name="Benchmark").click()
+    page.fill("#bench-limit input", "3")
+    page.fill("#bench-repeat input", "2")
+    page.fill("#bench-budget input", "400")
+    page.click("#bench-run")
+    page.wait_for_function("document.querySelector('#exp-summary') && "
+                           "document.querySelector('#exp-summary').innerText.includes('The whole trade-off')",
+                           timeout=180_000)
+    table = page.locator("#bench-table").inner_text()
+    assert "recall@400tok" in table and "stable@5" in table and "± 0.0" in table
+    trade = page.locator("#exp-tradeoff").inner_text()
+    assert "recall@400tok" in trade and "$ / question" in trade and "stable@5" in trade
+    assert "was the same in all 2 repetitions" in page.locator("#exp-summary").inner_text()
+    page.wait_for_selector("#exp-tradeoff-plot .js-plotly-plot", timeout=30_000)
+    page.locator("#exp-tradeoff-plot").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "bench-tradeoff.png"))
+
+
 def test_benchmark_tab_reproduces_a_paper(page, shots):
     page.get_by_role("tab", name="Benchmark").click()
     page.fill("#bench-limit input", "3")

@@ -261,7 +261,8 @@ def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
         except (AttributeError, OSError):
             pass
         try:
-            build_dataset(DEMO, progress=False, targets=targets(), listener=hold)
+            # progress: a plain line every 10 s in the app's log (retrieval/core/progress_bar.py)
+            build_dataset(DEMO, progress=True, targets=targets(), listener=hold)
             print("hoptrace: the demo KB is built; every method is served", flush=True)
         except BaseException as e:  # the page keeps what was published; the log says why the rest is not
             failed.append(e)

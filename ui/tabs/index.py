@@ -150,7 +150,7 @@ def wire(shell) -> None:
         # question set once it is done; a gold-format file goes into the KB as before.
         plain = plain_or_none(Path(qfile)) if qfile else None
         report = build_from_files(resolve_kb(name), Path(corpus), Path(qfile) if qfile and plain is None
-                                  else None, plan.openie, name=name, progress=False, plan=plan,
+                                  else None, plan.openie, name=name, progress=True, plan=plan,
                                   max_passages=state.public.passage_cap(),
                                   listener=lambda st: progress(st.fraction, desc=messages.progress_text(
                                       st.line(), state.public.show_paths)),

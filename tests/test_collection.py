@@ -147,7 +147,10 @@ def test_beir_ids_are_kept_from_the_file_through_the_kb_a_trace_and_an_export(tm
                                 for i, pid in enumerate(ids)))
     import_run(exps, exp, read_run(run_file), "elsewhere", store)
     by_hand = sum(recall_at(ranked[q], golds[q], 5) for q in golds) / len(golds)
-    assert compare(exps, exp, "recall@5").means["elsewhere"].mean == pytest.approx(by_hand)
+    c = compare(exps, exp, "recall@5")
+    assert c.means["elsewhere"].mean == pytest.approx(by_hand)
+    # A run made elsewhere has no cost here: "not recorded", not "price unknown" and not $0.
+    assert {t.method: t.usd_label for t in c.tradeoff} == {"bm25": "$0", "dense": "$0", "elsewhere": "not recorded"}
 
 
 def _local_irds(folder: Path, name: str) -> str:

@@ -189,7 +189,6 @@ def split_questions(c, split: Optional[str]) -> Optional[set[str]]:
 def tradeoff_html(c) -> str:
     """Answers and where they were lost, money, spread, budget recall, flagged verdicts; nothing
     when the experiment recorded none of it."""
-    from retrieval.core.money import usd_text
     from traces.stats.tradeoff import CELLS, READER_K
 
     if not c.tradeoff:
@@ -212,7 +211,7 @@ def tradeoff_html(c) -> str:
             cells.append(fmt(t, t.recall_budget, f"recall@{c.budget}tok"))
         if c.repeat > 1:
             cells.append("–" if t.stable is None else f"{t.stable:.2f}")
-        cells += [esc(usd_text(t.usd)), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
+        cells += [esc(t.usd_label), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
         body += "<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
     reps = f"; ± is the spread over {c.repeat} repetitions" if c.repeat > 1 else ""
     out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "

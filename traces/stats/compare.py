@@ -329,7 +329,6 @@ def render_text(c: Comparison) -> str:
 
 def _tradeoff_text(c: Comparison) -> list[str]:
     """Answers and where they were lost, money, spread, budget recall, flagged verdicts."""
-    from retrieval.llm.prices import usd_text
 
     out: list[str] = []
     if c.tradeoff:
@@ -350,10 +349,12 @@ def _tradeoff_text(c: Comparison) -> list[str]:
                 row.append(fmt(t.recall_budget, f"recall@{c.budget}tok"))
             if c.repeat > 1:
                 row.append("–" if t.stable is None else f"{t.stable:.2f}")
-            row += [usd_text(t.usd), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
+            row += [t.usd_label, "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
             table.append(row)
         widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-        out += ["", f"the trade-off (answers from the top {tradeoff.READER_K}{reps}):"]
+        answered = any(t.em is not None for t in c.tradeoff)
+        what = (f"answers from the top {tradeoff.READER_K}" if answered else "no answers: bench --answer adds them")
+        out += ["", f"the trade-off ({what}{reps}):"]
         out += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in table]
     if c.answers:
         out += ["", f"where the answers were lost (gold = every gold passage in the top {tradeoff.READER_K} the "

@@ -80,8 +80,12 @@ def cost_per_question(rows: Sequence[dict], method: str) -> dict:
     mine = _headline(rows, method)
     usd = [r.get("usd") for r in mine]
     cpu = [r["cpu_s"] for r in mine if r.get("cpu_s") is not None]
+    # A run imported from a file (or stored before runs kept their cost) spent no tokens here and
+    # has no cost: "not recorded", which is not "price unknown".
+    recorded = any(r.get("usd") is not None or r.get("cpu_s") is not None or r.get("tokens_in") or r.get("tokens_out")
+                   for r in mine)
     return {"usd": None if not mine or any(u is None for u in usd) else statistics.fmean(usd),
-            "cpu_s": statistics.fmean(cpu) if cpu else None, "runs": len(mine)}
+            "cpu_s": statistics.fmean(cpu) if cpu else None, "runs": len(mine), "recorded": recorded}
 
 
 def _headline(rows: Sequence[dict], method: str) -> list[dict]:
@@ -205,6 +209,13 @@ class TradeOff:
     cpu_s: Optional[float]
     sd: dict = field(default_factory=dict)  # measure → spread over repetitions
     stable: Optional[float] = None
+    cost_recorded: bool = True             # False: imported runs, no cost to show
+
+    @property
+    def usd_label(self) -> str:
+        from retrieval.core.money import usd_text
+
+        return usd_text(self.usd) if self.cost_recorded else "not recorded"
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -225,7 +236,7 @@ def tradeoffs(rows: Sequence[dict], methods: Sequence[str], k: int = 5,
         sd = {metric: s for metric in measures.values() if (s := spread(rows, m, metric)) is not None}
         cost = cost_per_question(rows, m)
         out.append(TradeOff(m, got["em"], got["f1"], got["recall"], got.get("recall_budget"), cost["usd"],
-                            cost["cpu_s"], sd, stable(rows, m, k)))
+                            cost["cpu_s"], sd, stable(rows, m, k), cost["recorded"]))
     return out
 
 

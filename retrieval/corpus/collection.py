@@ -101,41 +101,47 @@ def _text_of(rec: dict, where: str) -> tuple[str, str]:
     raise InputError(f"{where}: missing field 'text' (or 'contents')")
 
 
-def read_jsonl_corpus(path: str | Path) -> list[Passage]:
-    path = Path(path)
+def _collect(path: Path, records: Iterator[tuple[int, Optional[str], str, str]]) -> list[Passage]:
+    """Passages from (line number, own id, title, text) records: each checked, ids unique."""
     ids, out = UniqueIds(str(path)), []
-    for n, rec in iter_jsonl(path):
-        where = f"{path}: line {n}"
-        pid = record_id(rec, where)
-        title, text = _text_of(rec, where)
-        p = passage_from(pid, title, text, where)
+    for n, pid, title, text in records:
+        p = passage_from(pid, title, text, f"{path}: line {n}")
         ids.add(p.id, f"line {n}")
         out.append(p)
     if not out:
         raise InputError(f"{path}: the corpus has no passages")
     return out
+
+
+def read_jsonl_corpus(path: str | Path) -> list[Passage]:
+    path = Path(path)
+
+    def records():
+        for n, rec in iter_jsonl(path):
+            where = f"{path}: line {n}"
+            yield (n, record_id(rec, where), *_text_of(rec, where))
+
+    return _collect(path, records())
 
 
 def read_tsv_corpus(path: str | Path) -> list[Passage]:
     """`id<TAB>text[<TAB>title]`, MS MARCO style; a first line `id<TAB>text…` is a header."""
     path = Path(path)
-    ids, out = UniqueIds(str(path)), []
-    for n, line in _lines(path):
-        cells = line.split("\t")
-        if n == 1 and cells[0].strip().lower() in ("id", "_id", "docid", "pid"):
-            continue
-        where = f"{path}: line {n}"
-        if len(cells) not in (2, 3):
-            raise InputError(f"{where}: expected id<TAB>text[<TAB>title], got {len(cells)} tab-separated fields")
-        pid = cells[0].strip()
-        if not pid:
-            raise InputError(f"{where}: empty id")
-        p = passage_from(pid, cells[2] if len(cells) == 3 else "", cells[1], where)
-        ids.add(p.id, f"line {n}")
-        out.append(p)
-    if not out:
-        raise InputError(f"{path}: the corpus has no passages")
-    return out
+
+    def records():
+        for n, line in _lines(path):
+            cells = line.split("\t")
+            if n == 1 and cells[0].strip().lower() in ("id", "_id", "docid", "pid"):
+                continue
+            if len(cells) not in (2, 3):
+                raise InputError(f"{path}: line {n}: expected id<TAB>text[<TAB>title], got {len(cells)} "
+                                 "tab-separated fields")
+            pid = cells[0].strip()
+            if not pid:
+                raise InputError(f"{path}: line {n}: empty id")
+            yield n, pid, cells[2] if len(cells) == 3 else "", cells[1]
+
+    return _collect(path, records())
 
 
 # --- questions and gold ---------------------------------------------------------------------------

@@ -44,10 +44,17 @@ class Price:
 
 
 def read_price_file(path: Path) -> dict[str, Price]:
-    """model (lower case) → Price. A bad line is a ConfigError naming the file and the line."""
+    """model (lower case) → Price. A bad line is a ConfigError naming the file and the line. Read
+    once per version of the file: every run's cost asks for it (bench, the app's columns)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"price file {path} does not exist")
+    st = path.stat()
+    return dict(_parse_price_file(path.resolve(), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_price_file(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, Price], ...]:
     out: dict[str, Price] = {}
     with path.open(newline="", encoding="utf-8") as fh:
         for n, row in enumerate(csv.reader(fh), 1):
@@ -70,7 +77,7 @@ def read_price_file(path: Path) -> dict[str, Price]:
             if cells[0].lower() in out:
                 raise ConfigError(f"{where}: model {cells[0]!r} is priced twice in this file")
             out[cells[0].lower()] = Price(cells[0], nums[0], nums[1], nums[2] if len(nums) == 3 else None, path.name)
-    return out
+    return tuple(out.items())
 
 
 def _env_file() -> Optional[Path]:

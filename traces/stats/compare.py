@@ -161,7 +161,7 @@ def _add_tradeoff(c: "Comparison", exp: Experiment, rows: list[dict], methods: S
                   k: int) -> None:
     """The answer split, cost, spread and budget recall beside the metric (traces/stats/tradeoff.py)."""
     c.repeat = tradeoff.repetitions(rows)
-    c.budget = tradeoff.budget_of(rows, exp.spec.get("args"))
+    c.budget = tradeoff.budget_of(exp.spec.get("args"))
     c.answers = [s for m in methods if (s := tradeoff.answer_split(rows, m)) is not None]
     c.tradeoff = tradeoff.tradeoffs(rows, methods, k, c.budget)
     c.flags = tradeoff.flags(rows, methods, metric)

@@ -240,7 +240,7 @@ def tradeoffs(rows: Sequence[dict], methods: Sequence[str], k: int = 5,
     return out
 
 
-def budget_of(rows: Sequence[dict], spec_args: Optional[dict] = None) -> Optional[int]:
+def budget_of(spec_args: Optional[dict] = None) -> Optional[int]:
     """The experiment's --budget T, from its arguments (None when it ran without one)."""
     b = (spec_args or {}).get("budget")
     if b:

@@ -145,3 +145,50 @@ def test_a_gold_passage_no_stage_reached_is_drawn_as_the_missed_target():
     assert missed.missed and missed.gold and missed.full == "Gold Nine"
     assert missed.layer == len(hm.layers) - 1 and missed.pruned is None
     assert hm.gold_found == 1 and hm.gold_total == 2
+
+
+def test_grasp_rank_votes_weigh_the_passages_and_the_proposition_links():
+    """GRASP's RankVote stage draws its links; the votes in its payload become the weights: each
+    passage's score on the passage (label and data), each proposition's w = 1/(1+R) on its edge."""
+    p1, p2 = "Alpha founded the label.", "The label signed the band."
+    vote = _stage("sub1_vote_1", [("p:1", "proposition", p1), ("p:2", "proposition", p2), ("d1", "passage", "Doc One"),
+                                   ("d2", "passage", "Doc Two")],
+                  [("p:1", "d1", "from_passage"), ("p:2", "d2", "from_passage")], vote="rankvote",
+                  passages=[{"passage_id": "d1", "votes": 0.5}, {"passage_id": "d2", "votes": 1 / 3}],
+                  ranked_propositions=[{"R": 1, "w": 0.5, "proposition": p1, "passage_id": "d1"},
+                                       {"R": 2, "w": 1 / 3, "proposition": p2, "passage_id": "d2"}])
+    run = RunResult(method="grasp", question="Who founded the label?",
+                    stages=[_stage("plan", [("s1", "subquestion", "Which label?")]), vote],
+                    ranked=[RankedPassage("d1", 0.5, "Doc One"), RankedPassage("d2", 1 / 3, "Doc Two")])
+    hm = hopmap.build(run, ["d1"])
+    by = {n.key: n for n in hm.nodes}
+    assert by["passage::d1"].votes == 0.5 and by["passage::d2"].votes == pytest.approx(1 / 3)
+    weights = {(e.source.split("::")[1].split("#")[0], e.target): e.weight for e in hm.edges
+               if e.target.startswith("passage::") and e.source.startswith("proposition::")}
+    assert weights == {("p:1", "passage::d1"): 0.5, ("p:2", "passage::d2"): pytest.approx(1 / 3)}
+    data = hopmap_view._map_json("grasp", hm)
+    d1 = next(n for n in data["nodes"] if n["f"] == "Doc One")
+    assert d1["v"] == 0.5 and " ".join(d1["l"].split()).startswith("0.50 votes · Doc One")
+
+
+def test_a_live_run_moves_no_node_as_its_stages_arrive():
+    """A run watched live is mapped again at each stage: in every shipped run, each node keeps the
+    place it was first drawn at through every later stage, the last included, and the lanes keep
+    theirs (the compact layout, the one a visitor sees)."""
+    from retrieval import showcase
+
+    moved, checked = [], 0
+    for item in showcase.load(SHIPPED).items:
+        for method, run in item.runs.items():
+            seen: dict[str, tuple] = {}
+            for i in range(1, len(run.stages) + 1):
+                part = RunResult(method=method, question=run.question, stages=run.stages[:i],
+                                 ranked=run.ranked if i == len(run.stages) else [])
+                hm = hopmap.build(part, item.gold, live=True)
+                for n in hm.nodes:
+                    place = (n.x, n.y, n.hidden)
+                    if n.key in seen and seen[n.key] != place and not n.missed:
+                        moved.append((item.label[:30], method, run.stages[i - 1].name, n.key, seen[n.key], place))
+                    seen.setdefault(n.key, place)
+                    checked += 1
+    assert checked > 1000 and not moved, moved[:5]

@@ -100,7 +100,7 @@ def _wire_arrival(shell) -> None:
         """A first visit gets its id (kept in the browser) before the Traces tab lists anything."""
         return who or new_visitor_id()
 
-    shell.loaded = app.load(arrive, visitor, visitor)
+    shell.loaded = app.load(arrive, visitor, visitor, js=render.FIRST_VIEW_GATE)
     shell.loaded.then(shell.list_runs, [shell.traces.f_method, shell.traces.f_text, visitor], shell.traces.runs_table)
     # In public mode the KBs this visitor built join the list; other visitors' never do.
     shell.loaded.then(lambda who: gr.update(choices=state.kb_choices(who)), visitor, kb)
@@ -117,8 +117,8 @@ def _wire_arrival(shell) -> None:
         except HopTraceError as e:
             return f"<span class='ht-err'>{render.esc(e)}</span>"
 
-    app.load(backends_for, kb, backends)
-    app.load(about_for, kb, shell.about)
+    app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE)
+    app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE)
     _wire_readiness(shell, backends_for)
     if state.export is not None:  # a failing collector shows in the header at the next ask
         for btn in (run_btn, live_btn):

@@ -27,7 +27,8 @@ from retrieval.trace.html import (
     stage_html,
 )
 
-__all__ = ["CSS", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
+__all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STAGE_CLICK_JS",
+           "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "hop_maps",
            "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
 from retrieval.trace import hopmap_view
@@ -60,6 +61,16 @@ STAGE_CLICK_JS = """() => {
   }, true);
 }"""
 
+
+# The first view (the showcase's hop map and columns) is in the page's config; the page's load
+# events wait for its map to be drawn: their answers re-render components while the map's frame is
+# drawing, on the same thread (the map came ~0.1 s later with them). Open at once when the page
+# opens on a link (it shows something else) or has no map; never later than 3 s.
+FIRST_VIEW_GATE = """(...args) => (window.hoptraceFirstView = window.hoptraceFirstView || new Promise((done) => {
+  if (/[?&](session|experiment)=/.test(location.search) || !document.querySelector('iframe.ht-hopmap')) return done();
+  addEventListener('message', (e) => { if (e.data && e.data.hopmapDrawn) done(); });
+  setTimeout(done, 3000);
+})).then(() => args.length === 1 ? args[0] : args)"""
 
 
 # vis-network as pyvis ships it, served by the app itself at this route (ui/app.py `serve`):
@@ -132,18 +143,22 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
 
 
 def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,
-             titles: Optional[dict] = None, partial: Optional[dict[str, list[Stage]]] = None) -> str:
+             titles: Optional[dict] = None, partial: Optional[dict[str, list[Stage]]] = None,
+             live: bool = False, question: str = "") -> str:
     """The hop map viewer of a request's runs (retrieval/trace/hopmap_view.py), opened on `choice`
-    ("method · stage"); `partial`: the stages so far of methods still running (a live request).
+    ("method · stage"); `partial`: the stages so far of methods still running. `live` (implied by
+    `partial`): a request being watched, laid out so that no node moves as stages arrive;
+    `question`: the request's, for the methods still running.
     vis-network comes from the app's own route, relative to the page (right behind any proxy)."""
     shown = dict(runs)
     for m, stages in (partial or {}).items():
         if m not in shown and stages:
-            shown[m] = RunResult(method=m, question="", stages=list(stages))
+            shown[m] = RunResult(method=m, question=question, stages=list(stages))
     method, stage = (choice.split(" · ", 1) + [""])[:2] if choice and " · " in choice else ("", "")
     return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in paper_order(shown).items()],
                               method, stage,
-                              vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles)
+                              vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles,
+                              live=live or partial is not None)
 
 
 # --- comparison charts ------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class MapNode:
     seen: list[int] = field(default_factory=list)   # every stage index that held it
     pruned: Optional[int] = None     # the stage that dropped it (it is not in any later one)
     score: Optional[float] = None    # the largest score a stage gave it
+    votes: Optional[float] = None    # a passage's largest RankVote score (GRASP)
     gold: bool = False
     dropped_gold: Optional[int] = None  # a gold passage: the stage that lost it
     rank: Optional[int] = None       # a passage's final rank (1-based)
@@ -271,8 +272,11 @@ def _synthetic(st: Stage, method_shape: Shape) -> list[tuple[str, str, str, list
     return out
 
 
-def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: Optional[dict] = None) -> HopMap:
-    """The hop map of one run. `titles`: passage id → title, for gold passages no stage drew."""
+def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: Optional[dict] = None,
+          live: bool = False) -> HopMap:
+    """The hop map of one run. `titles`: passage id → title, for gold passages no stage drew.
+    `live`: a run being watched as its stages arrive, laid out so that what later stages learn
+    moves nothing already drawn (see `_layout`)."""
     gold = list(dict.fromkeys(gold))
     shape = shape_for(run.method)
     kinds_layer = {k: i for i, (_, kinds) in enumerate(shape.layers) for k in kinds}
@@ -282,6 +286,7 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
     nodes: dict[str, MapNode] = {}
     edges: dict[tuple[str, str, str], MapEdge] = {}
     stages: list[MapStage] = []
+    question_key = "q::" + " ".join(run.question.lower().split()) if run.question.strip() else None
     plan_steps: dict[str, str] = {}   # GRASP's step number → its node key
     last_statement: dict[str, str] = {}   # GRASP's sub-agent number → its latest statement's key
 
@@ -298,7 +303,9 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
                     n.role = role
         elif label and len(label) > len(n.full):
             n.full, n.label = label, cut(label)
-        if kind == "question":
+        # The run's own question is the question wherever a stage draws it (GEAR's first query
+        # is the question itself): in its layer from the first stage, not moved there later.
+        if kind == "question" or (kind in _QUERY_KINDS and key == question_key):
             n.kind, n.layer = "question", kinds_layer.get("question", 0)
         if not n.seen or n.seen[-1] != i:
             n.seen.append(i)
@@ -337,6 +344,8 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
                     edges[ek] = MapEdge(s, t, e.type, e.label or e.type, i, e.weight)
                 elif isinstance(e.weight, (int, float)) and (edges[ek].weight is None or e.weight > edges[ek].weight):
                     edges[ek].weight = e.weight
+        if g is not None and g.nodes and isinstance(st.payload.get("ranked_propositions"), list):
+            _rank_votes(st.payload, g, local, nodes, edges)
         sub = _SUB.match(st.name.split(".")[-1])
         statement = st.payload.get("statement")
         if sub and isinstance(statement, str) and statement and g is not None and g.nodes:
@@ -392,11 +401,13 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
     _prune(nodes, stages, set(ranked))
     _gold_drops(run, gold, nodes, stages, titles or {})
     for pid in gold:
-        if f"passage::{pid}" not in nodes and stages:
+        # A run still arriving has not missed what it has not reached yet.
+        if f"passage::{pid}" not in nodes and stages and (run.ranked or not live):
             # Never reached: still drawn where the passages are, so the map shows what it missed.
             label = (titles or {}).get(pid) or pid
             nodes[f"passage::{pid}"] = MapNode(key=f"passage::{pid}", kind="passage", label=cut(label), full=label,
-                                               layer=kinds_layer.get("passage", len(shape.layers) - 1), lane=0,
+                                               layer=kinds_layer.get("passage", len(shape.layers) - 1),
+                                               lane=max(stage_lanes) if live else 0,   # live: below, moving nothing
                                                added=0, gold=True, missed=True)
     edge_list = list(edges.values())
     _mark_gold_paths(nodes, edge_list, run)
@@ -410,8 +421,31 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
     hm = HopMap(method=run.method, question=run.question, layers=[t for t, _ in shape.layers],
                 lanes=[lane_names[i] for i in used], nodes=[], edges=edge_list, stages=stages, more=[],
                 top_n=top_n, gold_total=len(gold_set), gold_found=sum(1 for p in ranked if p in gold_set))
-    _layout(hm, list(nodes.values()))
+    _layout(hm, list(nodes.values()), live)
     return hm
+
+
+def _rank_votes(payload: dict, g, local: dict[str, str], nodes: dict[str, MapNode],
+                edges: dict[tuple[str, str, str], MapEdge]) -> None:
+    """GRASP §3.3 RankVote, as weights: each passage's score (the sum of its propositions' votes
+    w_j = 1/(1+R(p_j)), or 1 each when uniform) on the passage, each proposition's w_j on its edge
+    to the passage. The stage's subgraph draws the links; its payload holds the votes."""
+    for p in payload.get("passages") or []:
+        n = nodes.get(f"passage::{p.get('passage_id')}") if isinstance(p, dict) else None
+        v = p.get("votes") if isinstance(p, dict) else None
+        if n is not None and isinstance(v, (int, float)) and (n.votes is None or v > n.votes):
+            n.votes = float(v)
+    by_text = {nd.label: local[nd.id] for nd in g.nodes if nd.type == "proposition" and nd.id in local}
+    links: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for e in g.edges:
+        s, t = local.get(e.source), local.get(e.target)
+        if (s, t, e.type) in edges:
+            links.setdefault((s, t), []).append((s, t, e.type))
+    for rp in payload["ranked_propositions"]:
+        if not isinstance(rp, dict) or not isinstance(rp.get("w"), (int, float)):
+            continue
+        for ek in links.get((by_text.get(rp.get("proposition")), f"passage::{rp.get('passage_id')}"), ()):
+            edges[ek].weight = max(float(rp["w"]), edges[ek].weight or 0.0)
 
 
 def _prune(nodes: dict[str, MapNode], stages: list[MapStage], final: set[str]) -> None:
@@ -503,17 +537,22 @@ def _importance(n: MapNode) -> tuple:
     return (not n.gold, n.rank is None, n.pruned is not None, not n.chosen, -(n.score or 0.0), n.added, n.label)
 
 
-def _layout(hm: HopMap, nodes: list[MapNode]) -> None:
+def _layout(hm: HopMap, nodes: list[MapNode], live: bool = False) -> None:
     """Fixed places: x by layer, y by lane then importance within the cell. The same run gives the
     same places, and a node's place does not depend on the stage shown. Two layouts: the compact
-    one (top N a cell, "+M more") and the one with every cell expanded."""
+    one (top N a cell, "+M more") and the one with every cell expanded.
+
+    `live`: importance is only known at the end (the ranking, what later stages keep), so a run
+    being watched orders each cell by arrival and gives every lane the height of a full cell:
+    a stage that arrives adds below what is drawn and moves nothing (the compact layout)."""
     cells: dict[tuple[int, int], list[MapNode]] = {}
-    for n in nodes:
+    for n in nodes:   # in the order the stages added them
         cells.setdefault((n.lane, n.layer), []).append(n)
     gold_path_nodes = {k for e in hm.edges if e.gold_path for k in (e.source, e.target)}
     dropped: set[str] = set()
     for key, cell in cells.items():
-        cell.sort(key=lambda n: (n.key not in gold_path_nodes and not n.gold, *_importance(n)))
+        if not live:
+            cell.sort(key=lambda n: (n.key not in gold_path_nodes and not n.gold, *_importance(n)))
         if len(cell) > max(ALL_MAX, hm.top_n):
             hm.beyond[key] = len(cell) - max(ALL_MAX, hm.top_n)
             dropped |= {n.key for n in cell[max(ALL_MAX, hm.top_n):]}
@@ -530,7 +569,7 @@ def _layout(hm: HopMap, nodes: list[MapNode]) -> None:
             for li in range(len(hm.layers)):
                 cell = cells.get((lane, li), [])
                 shown = min(len(cell), hm.top_n) + (1 if len(cell) > hm.top_n else 0) if compact else len(cell)
-                rows = max(rows, shown)
+                rows = max(rows, hm.top_n + 1 if live and compact else shown)
             top = y
             for li in range(len(hm.layers)):
                 cell = cells.get((lane, li), [])

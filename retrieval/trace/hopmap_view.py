@@ -70,8 +70,8 @@ def _map_json(name: str, hm: HopMap) -> dict:
         # every update, twice escaped (srcdoc, then Gradio's JSON).
         "nodes": [{"id": i, "k": n.kind, "l": hopmap.two_lines(_scored(n), hopmap.LINE_CHARS - 2 * _marks(n)),
                    "f": n.full, "x": round(n.x), "y": round(n.y), "xa": round(n.x_all), "ya": round(n.y_all),
-                   "a": n.added, "s": n.seen, "p": n.pruned, "sc": r(n.score), "g": n.gold, "d": n.dropped_gold,
-                   "r": n.rank, "ro": n.role, "ch": n.chosen, "ca": n.chosen_at, "h": n.hidden}
+                   "a": n.added, "s": n.seen, "p": n.pruned, "sc": r(n.score), "v": r(n.votes), "g": n.gold,
+                   "d": n.dropped_gold, "r": n.rank, "ro": n.role, "ch": n.chosen, "ca": n.chosen_at, "h": n.hidden}
                   for i, n in enumerate(hm.nodes)],
         "edges": [{"id": i, "f": index[e.source], "t": index[e.target], "k": e.kind, "l": e.label, "a": e.added,
                    "w": r(e.weight) if isinstance(e.weight, (int, float)) else None, "gp": e.gold_path}
@@ -91,8 +91,11 @@ ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected")  # hopm
 
 
 def _scored(n) -> str:
-    """A node's label with the score its stage gave it in front (triples, propositions, entities)."""
+    """A node's label with the score its stage gave it in front (triples, propositions, entities,
+    events), or a passage's RankVote score."""
     text = hopmap.cut(n.full or n.label, 200)
+    if n.votes is not None:
+        return f"{n.votes:.2f} votes · {text}"
     if n.score is not None and n.kind in ("triple", "proposition", "entity", "event"):
         return f"{n.score:.2f} · {text}"
     return text
@@ -152,15 +155,16 @@ BODY = """<div id='top'><span id='methods'></span><span class='ctl'>
 
 
 def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
-             titles: Optional[dict] = None, height: int = HEIGHT) -> str:
+             titles: Optional[dict] = None, height: int = HEIGHT, live: bool = False) -> str:
     """The viewer's HTML document for these runs, opened on `method` at `stage` (its last stage
-    when not given). `vis_src`: the URL of vis-network.min.js; None inlines it (notebooks)."""
+    when not given). `vis_src`: the URL of vis-network.min.js; None inlines it (notebooks).
+    `live`: runs being watched as their stages arrive (hopmap.build)."""
     n = top_n()
     maps = []
     for vr in runs:
         if not vr.run.stages:
             continue
-        maps.append(_map_json(vr.method, hopmap.build(vr.run, vr.gold, top_n=n, titles=titles)))
+        maps.append(_map_json(vr.method, hopmap.build(vr.run, vr.gold, top_n=n, titles=titles, live=live)))
     chosen = next((m for m in maps if m["method"] == method), maps[0] if maps else None)
     start = -1
     if chosen is not None:
@@ -176,13 +180,13 @@ def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_s
 
 
 def iframe(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
-           titles: Optional[dict] = None, height: int = HEIGHT) -> str:
+           titles: Optional[dict] = None, height: int = HEIGHT, live: bool = False) -> str:
     """The viewer in a sandboxed iframe (scripts and downloads only: no same-origin access, no
     forms, no navigation of the page). data-methods lets the page's stage links talk to it."""
     runs = list(runs)
     if not any(vr.run.stages for vr in runs):
         return "<div class='ht-meta'>No stage to draw yet.</div>"
-    doc = document(runs, method, stage, vis_src, titles, height)
+    doc = document(runs, method, stage, vis_src, titles, height, live)
     methods = html.escape(json.dumps([vr.method for vr in runs if vr.run.stages]), quote=True)
     return (f"<iframe class='ht-hopmap' sandbox='allow-scripts allow-downloads' data-methods=\"{methods}\" "
             f"title='hop map' style='width:100%;height:{height}px;border:1px solid #d4d4d8;border-radius:8px' "

@@ -142,11 +142,11 @@ def layout(shell) -> SimpleNamespace:
                                   label=("Showcase: recorded runs of every method, opened at once" if sc
                                          else f"Showcase unavailable: {sc_error}"), elem_id="showcase")
             live_btn = gr.Button("Run live", elem_id="run-live", scale=1)
-        # The hop map is in the page itself; the columns and the chart, heavier and below it, come
-        # with the page's first request (`reopen`): the page's config was 0.7 MB with them in it,
-        # and Gradio drew nothing before it had read it all.
+        # The hop map and the columns are in the page itself, so the first view needs no request
+        # (measured: columns 2.7 s after the page was asked for when a load event sent them, with
+        # the map's components at 1.9 s); the chart, below them, comes after (`first_chart`).
         graph = gr.HTML(first.get("graph", ""), elem_id="graph")
-        columns = gr.HTML("", elem_id="columns")
+        columns = gr.HTML(first.get("columns", ""), elem_id="columns")
         link = gr.Markdown(elem_id="session-link")
         question = gr.Textbox(label="Question", value=first.get("question") or (examples[0] if examples else ""),
                               lines=1, elem_id="question")
@@ -233,7 +233,7 @@ def wire(shell) -> None:
             if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                 graph_sent = latest
                 graph_out = render.hop_maps(prog.runs, prog.gold, f"{latest[0]} · {latest[1].name}", titles,
-                                            partial=prog.stages)
+                                            partial=prog.stages, question=q)
             if not prog.done:
                 yield (_columns(prog, titles), graph_out,
                        gr.update(choices=[], value=None) if fresh else gr.update(),
@@ -242,6 +242,8 @@ def wire(shell) -> None:
             else:
                 choices = _graph_choices(prog.runs)
                 pick = _default_choice(prog.runs)
+                # Done: laid out once more, by importance (gold, ranked, kept first), with each
+                # lane only as tall as it needs; while it ran nothing moved (render.hop_maps live).
                 yield (_columns(prog, titles), render.hop_maps(prog.runs, prog.gold, pick, titles),
                        gr.update(choices=choices, value=pick or None),
                        render.comparison_figure(prog.runs, prog.gold),
@@ -310,10 +312,7 @@ def wire(shell) -> None:
         if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
             return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "")
         if not sid or state.traces.session(sid) is None:
-            first = shell.first_view
-            if not first:
-                return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
-            return (gr.update(), first["columns"], gr.update(), gr.update(), gr.update(), gr.update())
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
         runs, gold, kb_name, q = _stored_session(state.traces, sid)
         choices = _graph_choices(runs)
         pick = _default_choice(runs)
@@ -322,13 +321,13 @@ def wire(shell) -> None:
                 render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid)
 
     def first_chart(sid):
-        """The first view's chart, after its columns: plotly's drawing kept the hop map waiting
-        (drawn 5.5-7 s after the page was asked for, 3.3-4 s without the chart)."""
+        """The first view's chart, once its hop map is drawn (render.FIRST_VIEW_GATE): plotly's
+        drawing kept the map waiting (drawn 5.5-7 s after the page was asked for, 3.3-4 s without)."""
         first = shell.first_view
         if not first or sid != first["session"]:
             return gr.update()
         item = first["item"]
         return render.comparison_figure(paper_order(item.runs), set(item.gold))
 
-    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state]).then(
-        first_chart, session_state, comparison, js="(sid) => new Promise(r => setTimeout(() => r(sid), 1500))")
+    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state],
+             js=render.FIRST_VIEW_GATE).then(first_chart, session_state, comparison)

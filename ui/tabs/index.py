@@ -16,7 +16,7 @@ from retrieval.kb.readiness import readiness_line
 from retrieval.methods import targets
 from traces.storage.questionsets import QuestionSets, built_in
 
-from .. import messages
+from .. import messages, render
 from ..public import LimitError
 from . import qgen
 
@@ -112,8 +112,8 @@ def wire(shell) -> None:
 
     kb.change(lambda k, who, cur: set_choices(k, who, cur), [kb, visitor, b_set], b_set)
     kb.change(sets_listing, [kb, visitor], qs_list)
-    app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set)
-    app.load(sets_listing, [kb, visitor], qs_list)
+    app.load(lambda k, who: set_choices(k, who), [kb, visitor], b_set, js=render.FIRST_VIEW_GATE)
+    app.load(sets_listing, [kb, visitor], qs_list, js=render.FIRST_VIEW_GATE)
 
     def add_questions(kb_name, file, set_name, who, request: gr.Request):
         if file is None:

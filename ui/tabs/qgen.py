@@ -135,7 +135,7 @@ def wire(shell) -> None:
     g.go.click(run, [kb, g.n, g.name, g.mode, g.checks, visitor], [g.log, g.pick_set, b_set],
                concurrency_limit=1, concurrency_id="index")
     kb.change(lambda k, who: sets_of(k, who), [kb, visitor], g.pick_set)
-    shell.app.load(lambda k, who: sets_of(k, who), [kb, visitor], g.pick_set)
+    shell.app.load(lambda k, who: sets_of(k, who), [kb, visitor], g.pick_set, js=render.FIRST_VIEW_GATE)
     g.pick_set.change(questions_of, [kb, g.pick_set, visitor], g.pick_q)
     g.pick_q.change(show, [kb, g.pick_set, g.pick_q, visitor], [g.view, g.edit_q, g.edit_a])
 

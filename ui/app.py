@@ -117,8 +117,9 @@ def _wire_arrival(shell) -> None:
         except HopTraceError as e:
             return f"<span class='ht-err'>{render.esc(e)}</span>"
 
-    app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE)
-    app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE)
+    # No progress shown while they wait for the first map: the header would look busy for it.
+    app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE, show_progress="hidden")
+    app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE, show_progress="hidden")
     _wire_readiness(shell, backends_for)
     if state.export is not None:  # a failing collector shows in the header at the next ask
         for btn in (run_btn, live_btn):
@@ -296,7 +297,8 @@ def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True, **launch)
+        theme=theme, head=render.FIRST_VIEW_HEAD, show_error=True, max_file_size=state.public.upload_cap(),
+        prevent_thread_lock=True, **launch)
     _add_vis_route(app.server_app)
     if not prevent_thread_lock:
         app.block_thread()

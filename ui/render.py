@@ -27,8 +27,8 @@ from retrieval.trace.html import (
     stage_html,
 )
 
-__all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK", "STAGE_CLICK_JS",
-           "VIS_FILES", "VIS_ROUTE",
+__all__ = ["CSS", "FIRST_VIEW_GATE", "FIRST_VIEW_HEAD", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
+           "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "hop_maps",
            "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
 from retrieval.trace import hopmap_view
@@ -64,13 +64,20 @@ STAGE_CLICK_JS = """() => {
 
 # The first view (the showcase's hop map and columns) is in the page's config; the page's load
 # events wait for its map to be drawn: their answers re-render components while the map's frame is
-# drawing, on the same thread (the map came ~0.1 s later with them). Open at once when the page
-# opens on a link (it shows something else) or has no map; never later than 3 s.
-FIRST_VIEW_GATE = """(...args) => (window.hoptraceFirstView = window.hoptraceFirstView || new Promise((done) => {
-  if (/[?&](session|experiment)=/.test(location.search) || !document.querySelector('iframe.ht-hopmap')) return done();
+# drawing, on the same thread. The map's frame posts a message when it drew, which may come before
+# Gradio runs any event, so the page listens from its head (FIRST_VIEW_HEAD, given to `launch`).
+# Open at once on a link (?session=, ?experiment=: the page shows something else) or on a page
+# with no map; never later than 4 s after the page started.
+FIRST_VIEW_HEAD = """<script>window.hoptraceFirstView = new Promise((done) => {
+  if (/[?&](session|experiment)=/.test(location.search)) return done();
   addEventListener('message', (e) => { if (e.data && e.data.hopmapDrawn) done(); });
-  setTimeout(done, 3000);
-})).then(() => args.length === 1 ? args[0] : args)"""
+  setTimeout(done, 4000);
+});</script>"""
+FIRST_VIEW_GATE = """(...args) => {
+  const go = () => args.length === 1 ? args[0] : args;
+  if (!window.hoptraceFirstView || !document.querySelector('iframe.ht-hopmap')) return go();
+  return window.hoptraceFirstView.then(go);
+}"""
 
 
 # vis-network as pyvis ships it, served by the app itself at this route (ui/app.py `serve`):

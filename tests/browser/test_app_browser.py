@@ -529,13 +529,21 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
         pg.goto(app_url, wait_until="domcontentloaded")
         frame = _map_frame(pg)
         drawn_s = time.perf_counter() - t0
-        # the columns come with the page's first request, just after the map
+        # the columns come with the page itself
         for m in ("composed", "sag"):
             pg.wait_for_selector(f"#columns .ht-col[data-method='{m}'] table.ht-ranking", timeout=30_000)
         assert pg.locator("#recorded-banner").count() == 1
         assert [m["method"] for m in frame.evaluate("hopmapCount()")] == ["sag", "composed"]   # papers first
         assert frame.evaluate("hopmapMetrics()")["method"] == "sag"   # a paper method's map first
         assert pg.locator("#question textarea").input_value()         # the recorded question
+        # The page's load events wait for the map (render.FIRST_VIEW_GATE) without covering it with
+        # Gradio's pending overlay and its timer; then they run: the visitor gets an id.
+        pg.wait_for_timeout(300)
+        assert not pg.evaluate("""() => [...document.querySelector('#graph').parentElement.querySelectorAll('*')]
+            .some((e) => !e.children.length && /^\\d+(\\.\\d)?s$/.test(e.textContent.trim())
+                         && e.offsetParent !== null && e.closest('.hide') === null)"""), \
+            "the first map is shown as loading"
+        pg.wait_for_function("(localStorage.getItem('hoptrace-visitor') || '').length > 4", timeout=15_000)
         print(f"first view: hop map drawn {drawn_s:.2f} s after the page was asked for")
         pg.screenshot(path=str(shots / "first-view.png"))
         browser.close()

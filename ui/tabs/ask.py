@@ -330,4 +330,4 @@ def wire(shell) -> None:
         return render.comparison_figure(paper_order(item.runs), set(item.gold))
 
     app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state],
-             js=render.FIRST_VIEW_GATE).then(first_chart, session_state, comparison)
+             js=render.FIRST_VIEW_GATE, show_progress="hidden").then(first_chart, session_state, comparison)

@@ -431,8 +431,9 @@ def _rank_votes(payload: dict, g, local: dict[str, str], nodes: dict[str, MapNod
     w_j = 1/(1+R(p_j)), or 1 each when uniform) on the passage, each proposition's w_j on its edge
     to the passage. The stage's subgraph draws the links; its payload holds the votes."""
     for p in payload.get("passages") or []:
-        n = nodes.get(f"passage::{p.get('passage_id')}") if isinstance(p, dict) else None
-        v = p.get("votes") if isinstance(p, dict) else None
+        if not isinstance(p, dict):
+            continue
+        n, v = nodes.get(f"passage::{p.get('passage_id')}"), p.get("votes")
         if n is not None and isinstance(v, (int, float)) and (n.votes is None or v > n.votes):
             n.votes = float(v)
     by_text = {nd.label: local[nd.id] for nd in g.nodes if nd.type == "proposition" and nd.id in local}

@@ -151,10 +151,10 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
 
 def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,
              titles: Optional[dict] = None, partial: Optional[dict[str, list[Stage]]] = None,
-             live: bool = False, question: str = "") -> str:
+             question: str = "") -> str:
     """The hop map viewer of a request's runs (retrieval/trace/hopmap_view.py), opened on `choice`
-    ("method · stage"); `partial`: the stages so far of methods still running. `live` (implied by
-    `partial`): a request being watched, laid out so that no node moves as stages arrive;
+    ("method · stage"); `partial`: the stages so far of methods still running, which makes the
+    maps live (a request being watched: laid out so that no node moves as stages arrive);
     `question`: the request's, for the methods still running.
     vis-network comes from the app's own route, relative to the page (right behind any proxy)."""
     shown = dict(runs)
@@ -165,7 +165,7 @@ def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] =
     return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in paper_order(shown).items()],
                               method, stage,
                               vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles,
-                              live=live or partial is not None)
+                              live=partial is not None)
 
 
 # --- comparison charts ------------------------------------------------------------------------

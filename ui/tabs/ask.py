@@ -243,7 +243,7 @@ def wire(shell) -> None:
                 choices = _graph_choices(prog.runs)
                 pick = _default_choice(prog.runs)
                 # Done: laid out once more, by importance (gold, ranked, kept first), with each
-                # lane only as tall as it needs; while it ran nothing moved (render.hop_maps live).
+                # lane only as tall as it needs; while it ran nothing moved (render.hop_maps partial).
                 yield (_columns(prog, titles), render.hop_maps(prog.runs, prog.gold, pick, titles),
                        gr.update(choices=choices, value=pick or None),
                        render.comparison_figure(prog.runs, prog.gold),

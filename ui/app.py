@@ -13,10 +13,12 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from retrieval.core.errors import HopTraceError
 from retrieval.corpus.datasets import DEMO
@@ -26,7 +28,7 @@ from retrieval.methods import METHODS, method_names, targets
 from retrieval.methods.plugins import load_and_report
 from traces.storage.experiments import Experiments
 
-from . import evidence, messages, render
+from . import early_map, evidence, messages, render, static_cache
 from .judging import JUDGE_KEYS_JS
 from .lifecycle import stop_on_signals
 from .public import PublicLimits, new_visitor_id
@@ -288,20 +290,35 @@ def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
 def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:
     """Queue and launch as every entry point must (the app, the tests, bench-app): the theme
     with system fonts (Gradio's default theme fetches Google Fonts: the page must make no
-    request outside this server), the upload cap of public mode, and the route that serves
-    vis-network to the graph iframes."""
+    request outside this server), the upload cap of public mode, the routes that serve
+    vis-network to the graph iframes and the first view's map frame, and the script in the page's
+    HTML that starts that frame before Gradio runs (ui/early_map.py)."""
     # uvicorn would take the client's address from X-Forwarded-For whenever the connection comes from
     # loopback; public mode decides itself whether that header is trusted (PublicLimits.trust_proxy),
     # so the socket's peer must reach it unchanged. An operator's own FORWARDED_ALLOW_IPS wins.
     os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
+    first_doc = getattr(app, "first_map_doc", "")
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        theme=theme, head=render.FIRST_VIEW_HEAD, show_error=True, max_file_size=state.public.upload_cap(),
-        prevent_thread_lock=True, **launch)
+        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
+        app_kwargs={"middleware": [Middleware(static_cache.StaticCache, mounts=_static_mounts()),
+                                   Middleware(early_map.HeadMiddleware, script=early_map.head(bool(first_doc)))]},
+        **launch)
     _add_vis_route(app.server_app)
+    _add_first_map_route(app.server_app, first_doc)
     if not prevent_thread_lock:
         app.block_thread()
+
+
+def _static_mounts() -> tuple:
+    """What ui/static_cache.py serves from memory: Gradio's hashed front-end files, and
+    vis-network (the map frames' script, compressed once instead of at every request)."""
+    from gradio.route_utils import BUILD_PATH_LIB
+
+    return (("/assets/", Path(BUILD_PATH_LIB), "public, max-age=31536000, immutable", None),
+            (f"/{render.VIS_ROUTE}/", render.vis_file(render.VIS_FILES[0]).parent, "public, max-age=86400",
+             frozenset(render.VIS_FILES)))
 
 
 def _add_vis_route(server) -> None:
@@ -317,3 +334,17 @@ def _add_vis_route(server) -> None:
             raise HTTPException(404, "not found") from None
 
     server.add_api_route(f"/{render.VIS_ROUTE}/{{name}}", vis, methods=["GET"], include_in_schema=False)
+
+
+def _add_first_map_route(server, doc: str) -> None:
+    """The document of the first view's map frame, which the page starts with its HTML
+    (ui/early_map.py); the same for every visitor: the shipped recording's first question."""
+    from fastapi import HTTPException
+    from fastapi.responses import HTMLResponse
+
+    def first_map():
+        if not doc:
+            raise HTTPException(404, "no first view")
+        return HTMLResponse(doc, headers=early_map.FRAME_HEADERS)
+
+    server.add_api_route(f"/{early_map.ROUTE}", first_map, methods=["GET"], include_in_schema=False)

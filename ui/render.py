@@ -27,13 +27,14 @@ from retrieval.trace.html import (
     stage_html,
 )
 
-__all__ = ["CSS", "FIRST_VIEW_GATE", "FIRST_VIEW_HEAD", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
+__all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
            "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
-           "column_html", "comparison_figure", "error_html", "esc", "graph_iframe", "grid_html", "hop_maps",
-           "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
+           "column_html", "comparison_figure", "error_html", "esc", "first_map", "graph_iframe", "grid_html",
+           "hop_maps", "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult, Stage, Subgraph
 
+from . import early_map
 from .picker import paper_order
 
 STAGE_CLICK_JS = """() => {
@@ -64,15 +65,9 @@ STAGE_CLICK_JS = """() => {
 
 # The first view (the showcase's hop map and columns) is in the page's config; the page's load
 # events wait for its map to be drawn: their answers re-render components while the map's frame is
-# drawing, on the same thread. The map's frame posts a message when it drew, which may come before
-# Gradio runs any event, so the page listens from its head (FIRST_VIEW_HEAD, given to `launch`).
-# Open at once on a link (?session=, ?experiment=: the page shows something else) or on a page
-# with no map; never later than 4 s after the page started.
-FIRST_VIEW_HEAD = """<script>window.hoptraceFirstView = new Promise((done) => {
-  if (/[?&](session|experiment)=/.test(location.search)) return done();
-  addEventListener('message', (e) => { if (e.data && e.data.hopmapDrawn) done(); });
-  setTimeout(done, 4000);
-});</script>"""
+# drawing. The promise they wait on is made by the page's HTML (ui/early_map.py, which also starts
+# that frame before Gradio runs); it opens at once on a link (?session=, ?experiment=: the page
+# shows something else) or on a page with no map, and never later than 4 s after the page started.
 FIRST_VIEW_GATE = """(...args) => {
   const go = () => args.length === 1 ? args[0] : args;
   if (!window.hoptraceFirstView || !document.querySelector('iframe.ht-hopmap')) return go();
@@ -161,11 +156,30 @@ def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] =
     for m, stages in (partial or {}).items():
         if m not in shown and stages:
             shown[m] = RunResult(method=m, question=question, stages=list(stages))
-    method, stage = (choice.split(" · ", 1) + [""])[:2] if choice and " · " in choice else ("", "")
-    return hopmap_view.iframe([hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in paper_order(shown).items()],
-                              method, stage,
+    return hopmap_view.iframe(_viewer_runs(shown, gold), *_method_stage(choice),
                               vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles,
                               live=partial is not None)
+
+
+def first_map(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,
+              titles: Optional[dict] = None) -> tuple[str, str]:
+    """The first view's map as (the slot in the page, the document of the frame the page starts
+    with its HTML and moves into the slot): ui/early_map.py."""
+    shown = _viewer_runs(runs, gold)
+    if not any(vr.run.stages for vr in shown):
+        return hop_maps(runs, gold, choice, titles), ""
+    doc = hopmap_view.document(shown, *_method_stage(choice), vis_src=f"{VIS_ROUTE}/vis-network.min.js",
+                               titles=titles)
+    return early_map.slot(shown), doc
+
+
+def _viewer_runs(runs: dict[str, RunResult], gold: set[str]) -> list[hopmap_view.ViewerRun]:
+    return [hopmap_view.ViewerRun(m, r, tuple(gold)) for m, r in paper_order(runs).items()]
+
+
+def _method_stage(choice: Optional[str]) -> tuple[str, str]:
+    method, stage = (choice.split(" · ", 1) + [""])[:2] if choice and " · " in choice else ("", "")
+    return method, stage
 
 
 # --- comparison charts ------------------------------------------------------------------------

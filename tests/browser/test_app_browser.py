@@ -6,6 +6,7 @@ folder), never into the repository.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ui import early_map
 from ui.benchmark import ARGS, CHROMIUM, free_port
 
 pytestmark = pytest.mark.browser
@@ -545,7 +547,18 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
             "the first map is shown as loading"
         pg.wait_for_function("(localStorage.getItem('hoptrace-visitor') || '').length > 4", timeout=15_000)
         print(f"first view: hop map drawn {drawn_s:.2f} s after the page was asked for")
+        # The map is the frame the page's HTML started before Gradio ran, moved into its place
+        # (ui/early_map.py), and it says which methods it holds (the stage links find it by that).
+        mapped = pg.locator("#graph .ht-hopmap-slot iframe.ht-hopmap")
+        assert mapped.count() == 1 and mapped.get_attribute("src") == early_map.ROUTE
+        assert pg.evaluate("window.hoptraceMapPlacedAt") > 0
+        assert json.loads(mapped.get_attribute("data-methods")) == ["sag", "composed"]
         pg.screenshot(path=str(shots / "first-view.png"))
+        # Away from the Ask tab and back: a map again, drawn.
+        pg.get_by_role("tab", name="Traces").click()
+        pg.wait_for_timeout(500)
+        pg.get_by_role("tab", name="Ask").click()
+        assert _map_frame(pg).evaluate("hopmapMetrics()")["method"] == "sag"
         browser.close()
 
 

@@ -107,16 +107,17 @@ def _session_url(session_id: str) -> str:
 
 def first_view(state, sc) -> dict:
     """What the tab opens on before any click: the showcase's first question, its columns and hop
-    maps, from the shipped recording (no model runs). A page without a recording opens on the form."""
+    maps, from the shipped recording (no model runs). A page without a recording opens on the form.
+    The map is a slot the page fills with a frame of `graph_doc` it started early (ui/early_map.py)."""
     item = sc.items[0] if sc and sc.items else None
     if item is None:
         return {}
     titles = _gold_titles(state, sc.kb, item.gold)
     choices = _graph_choices(item.runs)
+    graph, graph_doc = render.first_map(item.runs, set(item.gold), _default_choice(item.runs), titles)
     return {"item": item, "label": item.label, "question": item.question,
             "columns": _showcase_grid(sc, item, titles), "choices": choices,
-            "graph": render.hop_maps(item.runs, set(item.gold), _default_choice(item.runs), titles),
-            "session": SHOWCASE_PREFIX + item.label}
+            "graph": graph, "graph_doc": graph_doc, "session": SHOWCASE_PREFIX + item.label}
 
 
 def _default_choice(runs: dict) -> str:
@@ -167,6 +168,7 @@ def layout(shell) -> SimpleNamespace:
                                  elem_id="graph-pick", allow_custom_value=True, visible=False)
     shell.first_session = first.get("session", "")
     shell.first_view = first
+    shell.app.first_map_doc = first.get("graph_doc", "")
     return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
                            example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
                            run_btn=run_btn, link=link, columns=columns, stage_click=stage_click,

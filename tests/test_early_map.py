@@ -1,0 +1,95 @@
+"""The first view's map frame started by the page's HTML (ui/early_map.py) and the front-end files
+served from memory (ui/static_cache.py), on a real Starlette app."""
+import gzip
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from retrieval.trace import hopmap_view
+from retrieval.trace.model import RankedPassage, RunResult, Stage, Subgraph
+from ui import early_map, render, static_cache
+
+EVIL = "<img src=x onerror=alert(1)></script><script>alert(2)</script>"
+PAGE = "<!doctype html><html><head><meta charset='utf-8'><base href='./' /><link rel='stylesheet' href='x.css'>" \
+       "</head><body><div id='app'></div></body></html>"
+
+
+def _app(*middleware):
+    routes = [Route("/", lambda r: HTMLResponse(PAGE)), Route("/other", lambda r: HTMLResponse(PAGE)),
+              Route("/json", lambda r: JSONResponse({"head": "<base href='./'>"})),
+              Route("/{rest:path}", lambda r: PlainTextResponse("from the app", status_code=404))]
+    return TestClient(Starlette(routes=routes, middleware=list(middleware)))
+
+
+def test_the_script_goes_into_the_pages_html_after_its_base_and_nowhere_else():
+    script = early_map.head(True)
+    client = _app(Middleware(early_map.HeadMiddleware, script=script))
+    page = client.get("/")
+    assert page.status_code == 200
+    # after <base> (relative URLs resolve as Gradio's do), before any stylesheet (a script waits for those)
+    assert page.text == PAGE.replace("<base href='./' />", "<base href='./' />" + script)
+    assert int(page.headers["content-length"]) == len(page.content)
+    assert client.get("/other").text == PAGE                      # another route's HTML
+    assert client.get("/json").json() == {"head": "<base href='./'>"}   # not HTML
+    assert client.post("/").status_code == 405                  # not a GET: untouched, refused by the app
+
+
+def test_the_script_starts_the_frame_only_when_a_first_map_is_served():
+    on, off = early_map.head(True), early_map.head(False)
+    for script in (on, off):
+        assert "window.hoptraceFirstView" in script              # load events wait on it either way
+        assert f"'{early_map.ROUTE}'" in script and "moveBefore" in script
+    assert "!true) return;" in on and "!false) return;" in off
+    assert "%" not in on.replace("100%;", "")                   # every placeholder was filled
+
+
+def _runs():
+    g = Subgraph()
+    g.edge(g.node("q", "question", EVIL), g.node("p1", "passage", EVIL, 1.0), "retrieved")
+    stage = Stage(name="ranking", title="Final ranking", subgraph=g)
+    return {"griever": RunResult(method="griever", question=EVIL, stages=[stage],
+                                 ranked=[RankedPassage("p1", 1.0, EVIL)])}
+
+
+def test_the_first_views_slot_and_document_keep_a_kbs_strings_as_text():
+    slot, doc = render.first_map(_runs(), {"p1"}, "griever · ranking")
+    assert "ht-hopmap-slot" in slot and 'data-methods="[&quot;griever&quot;]"' in slot
+    assert "<img" not in slot and "<img" not in doc
+    assert doc.startswith("<!doctype html>") and "hopmap-data" in doc
+    assert f"src='{render.VIS_ROUTE}/vis-network.min.js'" in doc   # from this server, never a CDN
+    labels = {n["f"] for n in hopmap_view.unpacked(doc)["maps"][0]["nodes"]}
+    assert EVIL in labels                                            # whole, as data the viewer sets as text
+    # no stage at all: no slot and no document, the plain viewer's message
+    empty, none = render.first_map({"griever": RunResult(method="griever", question="q")}, set())
+    assert "ht-hopmap-slot" not in empty and none == ""
+
+
+def test_front_end_files_come_from_memory_compressed_once(tmp_path):
+    body = ("export const x = 1;\n" * 200).encode()
+    (tmp_path / "Index-abc.js").write_bytes(body)
+    (tmp_path / "tiny.css").write_text("a{}")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "in.js").write_text("no")
+    cache = "public, max-age=31536000, immutable"
+    client = _app(Middleware(static_cache.StaticCache, mounts=(("/assets/", tmp_path, cache, None),
+                                                               ("/vis/", tmp_path, "public", frozenset({"tiny.css"})))))
+    plain = client.get("/assets/Index-abc.js", headers={"Accept-Encoding": "identity"})
+    assert plain.status_code == 200 and plain.content == body
+    assert plain.headers["content-type"] == "application/javascript; charset=utf-8"
+    assert plain.headers["cache-control"] == cache and "content-encoding" not in plain.headers
+    packed = client.get("/assets/Index-abc.js", headers={"Accept-Encoding": "gzip, deflate"})
+    assert packed.headers["content-encoding"] == "gzip" and packed.content == body   # the client inflated it
+    raw = client.get("/assets/Index-abc.js", headers={"Accept-Encoding": "gzip"})
+    assert int(raw.headers["content-length"]) < len(body) / 5
+    assert client.get("/assets/tiny.css").headers.get("content-encoding") is None   # too small to pay
+    assert client.head("/assets/Index-abc.js").content == b""
+    # anything else is the app's to answer: no such file, a subfolder, a way out, a name not listed
+    for path in ("/assets/missing.js", "/assets/sub/in.js", "/assets/../secret", "/assets/.hidden",
+                 "/vis/Index-abc.js"):
+        got = client.get(path)
+        assert (got.status_code, got.text) == (404, "from the app"), path
+    assert client.get("/vis/tiny.css").text == "a{}"
+    assert gzip.decompress(static_cache.Entry(body, "application/javascript").gz) == body

@@ -88,7 +88,7 @@ def test_front_end_files_come_from_memory_compressed_once(tmp_path):
     assert client.head("/assets/Index-abc.js").content == b""
     # anything else is the app's to answer: no such file, a subfolder, a way out, a name not listed
     for path in ("/assets/missing.js", "/assets/sub/in.js", "/assets/../secret", "/assets/.hidden",
-                 "/vis/Index-abc.js"):
+                 "/assets/a%00b.js", "/assets/" + "x" * 300 + ".js", "/vis/Index-abc.js"):
         got = client.get(path)
         assert (got.status_code, got.text) == (404, "from the app"), path
     assert client.get("/vis/tiny.css").text == "a{}"

@@ -66,7 +66,10 @@ class StaticCache:
 
 def _read(folder: Path, name: str) -> Optional[Entry]:
     file = folder / name
-    if not file.is_file():
+    try:
+        if not file.is_file():
+            return None
+    except (OSError, ValueError):   # a name the file system refuses (a NUL byte, too long): not ours
         return None
     ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
     if name.endswith((".js", ".mjs")):

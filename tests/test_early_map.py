@@ -93,3 +93,16 @@ def test_front_end_files_come_from_memory_compressed_once(tmp_path):
         assert (got.status_code, got.text) == (404, "from the app"), path
     assert client.get("/vis/tiny.css").text == "a{}"
     assert gzip.decompress(static_cache.Entry(body, "application/javascript").gz) == body
+    # names asked for in vain are not kept: they must not grow the server's memory
+    cache = static_cache.StaticCache(None, mounts=(("/assets/", tmp_path, "public", None),))
+    assert all(cache._lookup(f"/assets/missing-{i}.js") is None for i in range(50))
+    assert cache._lookup("/assets/Index-abc.js") is not None and list(cache.entries) == ["/assets/Index-abc.js"]
+
+
+def test_behind_a_root_path_the_apps_own_paths_are_matched():
+    assert static_cache.app_path({"path": "/proxy/7860/", "root_path": "/proxy/7860"}) == "/"
+    assert static_cache.app_path({"path": "/proxy/7860", "root_path": "/proxy/7860"}) == "/"
+    assert static_cache.app_path({"path": "/proxy/7860/assets/a.js", "root_path": "/proxy/7860"}) \
+        == "/assets/a.js"
+    assert static_cache.app_path({"path": "/assets/a.js", "root_path": ""}) == "/assets/a.js"
+    assert static_cache.app_path({"path": "/other", "root_path": "/proxy"}) == "/other"

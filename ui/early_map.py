@@ -22,12 +22,15 @@ import re
 
 from retrieval.trace import hopmap_view
 
+from .static_cache import app_path
+
 ROUTE = "hoptrace-first-map"
 # The frame's own policy: opened outside the page, the document is sandboxed all the same.
 FRAME_HEADERS = {"Content-Security-Policy": "sandbox allow-scripts allow-downloads",
                  "Cache-Control": "no-cache"}
 
-# A link that opens something else (?session=, ?experiment=) needs neither the frame nor the wait.
+# A link that opens something else (?session=, ?experiment=) needs neither the early frame nor the
+# wait; its Ask tab still shows the first view until the link's run replaces it.
 # The holder is in the viewport but transparent: Chromium does not draw frames scrolled out of view.
 HEAD = """<script>(() => {
   const other = /[?&](session|experiment)=/.test(location.search);
@@ -40,7 +43,7 @@ HEAD = """<script>(() => {
     addEventListener('message', (e) => { if (e.data && e.data.hopmapDrawn) { drawn = true; open(); } });
     setTimeout(done, 4000);
   });
-  if (other || !%(early)s) return;
+  if (!%(early)s) return;
   const frame = document.createElement('iframe');
   frame.className = 'ht-hopmap'; frame.title = 'hop map';
   frame.setAttribute('sandbox', 'allow-scripts allow-downloads');
@@ -50,18 +53,18 @@ HEAD = """<script>(() => {
   hold.setAttribute('aria-hidden', 'true');
   hold.style.cssText = 'position:fixed;left:0;top:0;width:calc(100vw - 34px);height:%(height)dpx;opacity:0;' +
                        'pointer-events:none;z-index:-1';
-  hold.appendChild(frame);
-  document.documentElement.appendChild(hold);
-  // Gradio may make the slot again (the Ask tab left and come back to): a new slot gets a new
-  // frame of the same document, as a frame in the config would be made again.
+  if (!other) { hold.appendChild(frame); document.documentElement.appendChild(hold); }
+  // Every slot Gradio makes gets a frame: the first the one started here (on a link, none was:
+  // it loads now), a slot made again (the Ask tab left and come back to) a new one of the same
+  // document, as a frame in the config would be made again.
   const place = () => {
     const slot = document.querySelector('#graph .ht-hopmap-slot');
     if (!slot || slot.querySelector('iframe')) return;
-    const f = frame.isConnected && !window.hoptraceMapPlacedAt ? frame : frame.cloneNode();
+    const first = !window.hoptraceMapPlacedAt, f = first ? frame : frame.cloneNode();
     f.dataset.methods = slot.dataset.methods || '[]';
-    if (f === frame && slot.moveBefore) slot.moveBefore(f, null); else slot.appendChild(f);
+    if (f.isConnected && slot.moveBefore) slot.moveBefore(f, null); else slot.appendChild(f);
     hold.remove();
-    if (!window.hoptraceMapPlacedAt) { window.hoptraceMapPlacedAt = performance.now(); placed = true; open(); }
+    if (first) { window.hoptraceMapPlacedAt = performance.now(); placed = true; open(); }
   };
   new MutationObserver(place).observe(document, {subtree: true, childList: true});
   setTimeout(() => { if (!window.hoptraceMapPlacedAt) hold.remove(); }, 30000);
@@ -93,7 +96,7 @@ class HeadMiddleware:
 
     async def __call__(self, scope, receive, send):
         if (scope["type"] != "http" or scope.get("method") != "GET" or not self.script
-                or scope.get("path") not in self.paths):
+                or app_path(scope) not in self.paths):
             return await self.app(scope, receive, send)
         start: dict = {}
         body = bytearray()

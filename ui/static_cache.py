@@ -37,7 +37,7 @@ class StaticCache:
     def __init__(self, app, mounts: tuple = ()):
         self.app = app
         self.mounts = [(prefix, Path(folder), cache, names) for prefix, folder, cache, names in mounts]
-        self.entries: dict[str, Optional[Entry]] = {}
+        self.entries: dict[str, Entry] = {}
 
     def _lookup(self, path: str) -> Optional[tuple[Entry, str]]:
         for prefix, folder, cache, names in self.mounts:
@@ -46,22 +46,27 @@ class StaticCache:
             name = path[len(prefix):]
             if not name or "/" in name or "\\" in name or name.startswith(".") or (names and name not in names):
                 return None
-            if path not in self.entries:
-                self.entries[path] = _read(folder, name)
-            entry = self.entries[path]
-            return (entry, cache) if entry is not None else None
+            # Only what exists is kept: names asked for in vain must not grow the server's memory.
+            entry = self.entries.get(path) or _read(folder, name)
+            if entry is None:
+                return None
+            self.entries[path] = entry
+            return entry, cache
         return None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
-            path = scope.get("path", "")
-            root = scope.get("root_path", "")
-            if root and path.startswith(root):
-                path = path[len(root):]
-            found = self._lookup(path)
+            found = self._lookup(app_path(scope))
             if found is not None:
                 return await _answer(scope, send, *found)
         return await self.app(scope, receive, send)
+
+
+def app_path(scope) -> str:
+    """A request's path within the app: behind a root path (a proxy's prefix) the server's path
+    begins with it."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    return path[len(root):] or "/" if root and path.startswith(root) else path
 
 
 def _read(folder: Path, name: str) -> Optional[Entry]:

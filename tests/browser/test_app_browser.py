@@ -559,6 +559,9 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
         pg.wait_for_timeout(500)
         pg.get_by_role("tab", name="Ask").click()
         assert _map_frame(pg).evaluate("hopmapMetrics()")["method"] == "sag"
+        # A link to a comparison that is not there starts no frame early; the first view keeps a map.
+        pg.goto(f"{app_url}?session=0000000000000000", wait_until="domcontentloaded")
+        assert _map_frame(pg).evaluate("hopmapMetrics()")["method"] == "sag"
         browser.close()
 
 

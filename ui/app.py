@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import sys
 import threading
 import time
@@ -28,7 +29,7 @@ from retrieval.methods import METHODS, method_names, targets
 from retrieval.methods.plugins import load_and_report
 from traces.storage.experiments import Experiments
 
-from . import early_map, evidence, messages, render, static_cache
+from . import early_map, evidence, messages, pages, render, static_cache
 from .judging import JUDGE_KEYS_JS
 from .lifecycle import stop_on_signals
 from .public import PublicLimits, new_visitor_id
@@ -59,53 +60,82 @@ def build(state: AppState) -> gr.Blocks:
     # fill_width: the hop maps need the whole width of a 1440 px screen for five or six layers.
     with gr.Blocks(title="HopTrace", fill_width=True) as app:
         shell.app = app
-        gr.Markdown("# HopTrace\nWatch multi-hop retrievers work, hop by hop: each method's stages as one map "
-                    "of what it retrieved, kept, pruned and rewrote, and where it reached or lost the gold passage.")
-        if state.public.enabled:
-            gr.Markdown(public_banner(state.public, os.environ.get("SPACE_ID", "")), elem_id="public-banner")
-        with gr.Row(equal_height=True):
-            shell.kb = gr.Dropdown(kb_choices, value=first, label="Knowledge base", scale=1, elem_id="kb")
-            with gr.Column(scale=4):
-                shell.backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
-                with gr.Accordion("About this server", open=False, elem_id="about"):
-                    shell.about = gr.Markdown(_about_text(state, demo_kb), elem_id="about-text")
-        # The visitor's id lives in their browser; in public mode it decides whose runs they see.
-        shell.visitor = gr.BrowserState("", storage_key="hoptrace-visitor")
-
+        # One secret for the visitor's id on both pages: each page's BrowserState must read what
+        # the other stored (with a secret each, the lab page gave a visitor a second id).
+        secret = secrets.token_urlsafe(16)
+        _header(shell, kb_choices, first, demo_kb, secret)
         with gr.Tabs(elem_id="tabs") as shell.tabs:
             shell.ask = ask.layout(shell)
             shell.traces = traces.layout(shell)
-            shell.bench = benchmark.layout(shell)
-            shell.j_pick = judge.build_tab(state, shell.experiments, shell.visitor)
-            shell.index = index.layout(shell)
         # Which run the Ask tab shows: a session id, a recording's question, an experiment's pair
         # (ui/tabs/shared.py prefixes); it opens on the showcase's first question.
         shell.session_state = gr.State(getattr(shell, "first_session", ""))
 
         ask.wire(shell)
-        app.load(None, js=JUDGE_KEYS_JS)
         traces.wire(shell)
-        _wire_arrival(shell)
-        benchmark.wire(shell)
-        index.wire(shell)
-        qgen.wire(shell)
+        _wire_arrival(shell, shell.ask.pickers)
+        shell.loaded.then(shell.list_runs, [shell.traces.f_method, shell.traces.f_text, shell.visitor],
+                          shell.traces.runs_table)
+        if state.export is not None:  # a failing collector shows in the header at the next ask
+            for btn in (shell.ask.run_btn, shell.ask.live_btn):
+                btn.click(shell.backends_for, shell.kb, shell.backends, queue=False, show_progress="hidden")
+
+    # The experiment tools are a page of their own (ui/pages.py says why), with its own header.
+    lab = SimpleNamespace(state=state, all_methods=shell.all_methods, experiments=shell.experiments,
+                          comparisons=shell.comparisons, app=app)
+    with app.route(pages.LAB_NAME, pages.LAB):
+        _header(lab, kb_choices, first, demo_kb, secret)
+        with gr.Tabs(elem_id="tabs") as lab.tabs:
+            lab.bench = benchmark.layout(lab)
+            lab.j_pick = judge.build_tab(state, lab.experiments, lab.visitor)
+            lab.index = index.layout(lab)
+        app.load(None, js=JUDGE_KEYS_JS)
+        _wire_arrival(lab, [])
+        benchmark.wire(lab)
+        index.wire(lab)
+        qgen.wire(lab)
     # Every handler's errors reach the page as text, refusals through one helper (ui/messages.py).
     return messages.guard(app, state.public.show_paths)
 
 
-def _wire_arrival(shell) -> None:
-    """A visitor's first page load: their id, their runs, their KBs, the backends line."""
+def _header(page, kb_choices, first: str, demo_kb, secret: str) -> None:
+    """A page's top: the title, the pages, the KB picker, the backends line and the About fold,
+    and the visitor's id (kept in their browser; in public mode it decides whose runs they see)."""
+    state = page.state
+    gr.Navbar(main_page_name=pages.HOME_NAME, elem_id="pages")
+    gr.Markdown("# HopTrace\nWatch multi-hop retrievers work, hop by hop: each method's stages as one map "
+                "of what it retrieved, kept, pruned and rewrote, and where it reached or lost the gold passage.")
+    if state.public.enabled:
+        gr.Markdown(public_banner(state.public, os.environ.get("SPACE_ID", "")), elem_id="public-banner")
+    with gr.Row(equal_height=True):
+        page.kb = gr.Dropdown(kb_choices, value=first, label="Knowledge base", scale=1, elem_id="kb")
+        with gr.Column(scale=4):
+            page.backends = gr.Markdown(_backends_line(state, demo_kb), elem_id="backends")
+            with gr.Accordion("About this server", open=False, elem_id="about"):
+                page.about = gr.Markdown(_about_text(state, demo_kb), elem_id="about-text")
+    page.visitor = gr.BrowserState("", storage_key="hoptrace-visitor", secret=secret)
+
+
+def _wire_arrival(shell, pickers: list) -> None:
+    """A visitor's arrival on a page: their id, their KBs, the backends line; `pickers`, the
+    method pickers the readiness of a building KB also updates."""
     app, state, kb, visitor, backends = shell.app, shell.state, shell.kb, shell.visitor, shell.backends
-    run_btn, live_btn = shell.ask.run_btn, shell.ask.live_btn
 
     def arrive(who):
         """A first visit gets its id (kept in the browser) before the Traces tab lists anything."""
         return who or new_visitor_id()
 
     shell.loaded = app.load(arrive, visitor, visitor, js=render.FIRST_VIEW_GATE)
-    shell.loaded.then(shell.list_runs, [shell.traces.f_method, shell.traces.f_text, visitor], shell.traces.runs_table)
-    # In public mode the KBs this visitor built join the list; other visitors' never do.
-    shell.loaded.then(lambda who: gr.update(choices=state.kb_choices(who)), visitor, kb)
+    def kbs(who, request: gr.Request):
+        """In public mode the KBs this visitor built join the list; other visitors' never do.
+        `?kb=NAME` opens the page on that KB (ui/pages.py `kb_link`) when it is theirs to see."""
+        choices = state.kb_choices(who)
+        asked = (request.query_params.get("kb") if request else None) or ""
+        if asked in {v for _, v in choices}:
+            return gr.update(choices=choices, value=asked)
+        return gr.update(choices=choices)
+
+    shell.loaded.then(kbs, visitor, kb)
 
     def backends_for(name):
         try:
@@ -122,18 +152,15 @@ def _wire_arrival(shell) -> None:
     # No progress shown while they wait for the first map: the header would look busy for it.
     app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE, show_progress="hidden")
     app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE, show_progress="hidden")
-    _wire_readiness(shell, backends_for)
-    if state.export is not None:  # a failing collector shows in the header at the next ask
-        for btn in (run_btn, live_btn):
-            btn.click(backends_for, kb, backends, queue=False, show_progress="hidden")
+    _wire_readiness(shell, backends_for, pickers)
+    shell.backends_for = backends_for
 
 
-def _wire_readiness(shell, backends_for) -> None:
+def _wire_readiness(shell, backends_for, pickers: list) -> None:
     """While a build makes a KB, the header, the KB list and the method pickers say each method's
     state ("griever: ready in ~40 s"), refreshed every two seconds; nothing is sent when nothing
     changed (a page with no build running gets no update)."""
     state, kb, visitor, backends = shell.state, shell.kb, shell.visitor, shell.backends
-    pickers = shell.ask.pickers
     last = gr.State(None)
 
     def refresh(name, who, before):
@@ -141,7 +168,7 @@ def _wire_readiness(shell, backends_for) -> None:
         if seen == before:
             return (gr.skip(),) * (3 + len(pickers))
         return (seen, backends_for(name), gr.update(choices=state.kb_choices(who)),
-                *ask.picker_infos(state, name))
+                *(ask.picker_infos(state, name) if pickers else ()))
 
     outputs = [last, backends, kb, *pickers]
     kb.change(refresh, [kb, visitor, last], outputs, queue=False, show_progress="hidden")
@@ -287,6 +314,11 @@ def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
     return served
 
 
+# The bar of the two pages (ui/pages.py) sits on the title's row, at its right, instead of a row of
+# its own above it: a run of five methods then still fits in two screens.
+PAGE_CSS = ".nav-holder{position:absolute;top:0;right:0;border-bottom:0!important;z-index:10}"
+
+
 def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:
     """Queue and launch as every entry point must (the app, the tests, bench-app): the theme
     with system fonts (Gradio's default theme fetches Google Fonts: the page must make no
@@ -301,8 +333,9 @@ def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     first_doc = getattr(app, "first_map_doc", "")
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        theme=theme, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
+        theme=theme, css=PAGE_CSS, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
         app_kwargs={"middleware": [Middleware(static_cache.StaticCache, mounts=_static_mounts()),
+                                   Middleware(pages.ExperimentLinks),
                                    Middleware(early_map.HeadMiddleware, script=early_map.head(bool(first_doc)))]},
         **launch)
     _add_vis_route(app.server_app)

@@ -297,5 +297,18 @@ def open_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
     return runs, gold, question, ids
 
 
+def pair_note(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: str, b: str,
+              question_id: str, owner: str = "") -> str:
+    """The banner over a question's two stored runs: which experiment, and their two scores."""
+    c = cache.get(experiments, exp, metric, owner)
+    row = next(r for r in c.rows if r["question_id"] == question_id)
+    scores = " · ".join(f"{render.esc(m)} {render.esc(metric)} {round(row['scores'][m], 3)}" for m in (a, b)
+                        if m in row["scores"])
+    return (f"<div class='ht-recorded' id='experiment-banner'>Stored runs of experiment "
+            f"<code>{render.esc(exp.id[:12])}</code>, not re-run: question {render.esc(question_id)} · {scores}. "
+            f"A method that cut one longer ranking shows all of it; a missed gold passage names the last "
+            f"stage that held it.</div>")
+
+
 def error(e: HopTraceError) -> str:
     return render.error_html(str(e))

@@ -134,9 +134,14 @@ def payload_html(payload: dict, gold: set[str]) -> str:
     return "".join(parts)
 
 
-def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "") -> str:
+# A folded stage's body while it is on its way (`stage_html(body=False)`).
+BODY_TO_COME = "<div class='ht-meta'>its records are on their way…</div>"
+
+
+def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "", body: bool = True) -> str:
     """One stage folded to one line (mark, its map link, name, latency, tokens; the title on hover
-    and first in the opened body)."""
+    and first in the opened body). `body=False`: the line alone, the body to come (a page's
+    first view sends the lines first)."""
     mark = STATUS_MARK.get(st.status, "?")
     graph = ""
     if st.subgraph and st.subgraph.nodes:
@@ -151,10 +156,11 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "")
         f"<details><summary>LLM call {i + 1}: {esc(c.model)} · {c.tokens_in}/{c.tokens_out} tok · "
         f"{c.latency_ms:.0f} ms</summary><pre>{esc(c.prompt)}</pre><hr><pre>{esc(c.completion)}</pre></details>"
         for i, c in enumerate(st.llm_calls))
+    inside = f"<div><b>{esc(st.title)}</b></div>{msg}{payload_html(st.payload, gold)}{calls}" if body else BODY_TO_COME
     return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
             f"<summary title='{esc(st.title)}'>{mark} {graph}<span class='ht-meta'>{esc(st.name)} · "
             f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}</span></summary>"
-            f"<div><b>{esc(st.title)}</b></div>{msg}{payload_html(st.payload, gold)}{calls}</details>")
+            f"{inside}</details>")
 
 
 def _latency(ms: float, reused: float) -> str:
@@ -233,8 +239,10 @@ def live_html(st: Stage) -> str:
 
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
                 running: bool, live: Optional[Stage] = None, graph_links: bool = True,
-                cache: Optional[dict] = None, note: str = "", titles: Optional[dict] = None) -> str:
+                cache: Optional[dict] = None, note: str = "", titles: Optional[dict] = None,
+                bodies: bool = True) -> str:
     """`graph_links`: each stage's graph size is a link that draws it (the Ask tab's columns).
+    `bodies=False`: each stage's line without its body (`stage_html`).
     `cache`: a finished stage does not change, so a live view renders each one once, not once
     an update (keyed by the stage object, which the cache's owner keeps alive). `note`: a line
     under the name (a recording made by other code says so). `titles`: the KB's passage titles,
@@ -252,7 +260,7 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
         head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
     def one(s: Stage) -> str:
         if cache is None:
-            return stage_html(s, gold, method=method if graph_links else "")
+            return stage_html(s, gold, method=method if graph_links else "", body=bodies)
         key = (id(s), method)
         if key not in cache:
             cache[key] = stage_html(s, gold, method=method if graph_links else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -113,6 +114,20 @@ def page(app_url):
         browser.close()
 
 
+# Ask and Traces are tabs of the page at /, Benchmark, Judge and Index of the page at /lab (ui/pages.py).
+LAB_TABS = {"Benchmark", "Judge", "Index"}
+
+
+def _tab(page, name: str, query: str = "") -> None:
+    """Opens a tab, going to its page first when it is on the other one."""
+    on_lab = page.evaluate("location.pathname").rstrip("/").endswith("/lab")
+    if (name in LAB_TABS) != on_lab or query:
+        page.goto(page.evaluate("location.origin") + ("/lab" if name in LAB_TABS else "/") + query,
+                  wait_until="domcontentloaded")
+        page.wait_for_selector("#tabs", timeout=60_000)
+    page.get_by_role("tab", name=name).click()
+
+
 def _set_question(page, text: str) -> None:
     page.fill("#question textarea", text)
 
@@ -163,7 +178,7 @@ def test_traces_view_rerenders_a_stored_run_and_the_session_link_reopens(page, a
     _run(page, {"griever"})
     live = page.locator("#columns .ht-col[data-method='griever'] .ht-stage").count()
     session = page.locator("#session-link code").inner_text().strip()
-    page.get_by_role("tab", name="Traces").click()
+    _tab(page, "Traces")
     page.click("#refresh-runs")
     page.wait_for_function("document.querySelector('#runs-table') && "
                            "document.querySelector('#runs-table').innerText.includes('griever')", timeout=30_000)
@@ -184,7 +199,7 @@ def test_an_injected_title_renders_as_text_everywhere(page, shots):
     cols = page.locator("#columns")
     assert EVIL in cols.inner_text()                      # shown, as text
     assert cols.locator("img").count() == 0               # never parsed as an element
-    page.get_by_role("tab", name="Traces").click()
+    _tab(page, "Traces")
     page.click("#refresh-runs")
     page.wait_for_function("document.querySelector('#runs-table').innerText.includes('injected')", timeout=30_000)
     run_id = _first_run_id(page)
@@ -199,7 +214,7 @@ def test_an_injected_title_renders_as_text_everywhere(page, shots):
 
 
 def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.fill("#bench-limit input", "2")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "
@@ -216,7 +231,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
     """Repetitions and a context budget from the tab: the table gives the spread and stable@5,
     the experiment's view the trade-off table, the verdicts over repetitions and quality
     against cost a question."""
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.fill("#bench-limit input", "3")
     page.fill("#bench-repeat input", "2")
     page.fill("#bench-budget input", "400")
@@ -235,7 +250,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
 
 
 def test_benchmark_tab_reproduces_a_paper(page, shots):
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.fill("#bench-limit input", "3")
     page.click("#repro-run")
     page.wait_for_function("document.querySelector('#repro-out') && "
@@ -251,7 +266,7 @@ def test_benchmark_tab_reproduces_a_paper(page, shots):
 def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url, shots):
     """A benchmark becomes an experiment: the comparison with its uncertainty, the funnel, the
     per-question table; a row opens both stored runs in the Ask tab, and ?experiment=ID reopens it."""
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.fill("#bench-limit input", "4")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#exp-summary') && "
@@ -276,8 +291,14 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     assert page.locator("#question textarea").input_value().strip() == question
     assert "gold found:" in page.locator("#columns").inner_text()
     page.screenshot(path=str(shots / "experiment-drilldown.png"), full_page=True)
-    # the link reopens the experiment in the Benchmark tab
+    # the row opened the Ask page (ui/pages.py); Back returns to the experiment
+    assert page.evaluate("location.pathname") == "/"
+    page.go_back(wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#exp-summary') && "
+                           f"document.querySelector('#exp-summary').innerText.includes('{exp_id}')", timeout=60_000)
+    # the experiment's link, at /, reopens it in the Benchmark tab of the lab page
     page.goto(f"{app_url}?experiment={exp_id}", wait_until="domcontentloaded")
+    assert page.evaluate("location.pathname") == "/lab"
     page.wait_for_function("document.querySelector('#exp-summary') && "
                            f"document.querySelector('#exp-summary').innerText.includes('{exp_id}')", timeout=60_000)
     page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
@@ -293,7 +314,7 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
         {"title": "Mirela Quent", "text": "Mirela Quent was born in the town of Ostrevan."},
         {"title": "Ostrevan", "text": "Ostrevan is a market town on the river Lume."},
     ]))
-    page.get_by_role("tab", name="Index").click()
+    _tab(page, "Index")
     page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
     page.fill("#up-name textarea, #up-name input", "tiny_upload")
     page.click("#up-build")
@@ -304,8 +325,15 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
 
     assert f"encoder {'torch' if default_precision() == 'bf16' else 'onnxruntime'} {default_precision()} ×" in log
     page.screenshot(path=str(shots / "index.png"), full_page=True)
-    # the new KB is selected; ask it
-    page.get_by_role("tab", name="Ask").click()
+    # the log's link opens the Ask page on the new KB, in a tab of its own (the lab page stays)
+    with page.context.expect_page() as opened:
+        page.locator("#up-log a", has_text="Ask it").click()
+    page = opened.value
+    page.wait_for_load_state("domcontentloaded")
+    assert page.evaluate("location.pathname") == "/"
+    page.wait_for_function("document.querySelector('#kb input') && "
+                           "document.querySelector('#kb input').value === 'tiny_upload'", timeout=60_000)
+    _tab(page, "Ask")
     _set_question(page, "Where was the designer of Zorvath Bridge born?")
     _run(page, {"bm25", "griever"})
     text = page.locator("#columns .ht-col[data-method='griever']").inner_text()
@@ -437,7 +465,7 @@ def test_public_mode_keeps_visitors_apart_and_names_its_caps(public_url, shots):
         assert len(sid) == 32
 
         def traces_tab(pg) -> str:
-            pg.get_by_role("tab", name="Traces").click()
+            _tab(pg, "Traces")
             pg.click("#refresh-runs")
             pg.wait_for_timeout(1500)
             return pg.locator("#runs-table").inner_text()
@@ -450,7 +478,7 @@ def test_public_mode_keeps_visitors_apart_and_names_its_caps(public_url, shots):
         bob.wait_for_selector("#columns .ht-col[data-method='bm25'] table.ht-ranking", timeout=60_000)
         assert "Journal of Psychotherapy Integration" not in traces_tab(bob)
         # a cap refuses with its limit named
-        bob.get_by_role("tab", name="Ask").click()
+        _tab(bob, "Ask")
         _set_methods(bob, {"gear", "sag", "grasp"})
         bob.click("#run")
         bob.wait_for_function("document.querySelector('#columns').innerText.includes('LLM methods a request')",
@@ -546,6 +574,11 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
                          && e.offsetParent !== null && e.closest('.hide') === null)"""), \
             "the first map is shown as loading"
         pg.wait_for_function("(localStorage.getItem('hoptrace-visitor') || '').length > 4", timeout=15_000)
+        # The page's config carries the stages' lines; their bodies follow at load (ui/tabs/ask.py).
+        pg.wait_for_function("!document.querySelector('#columns').textContent.includes('on their way')",
+                             timeout=15_000)
+        stages = pg.locator("#columns details.ht-stage")
+        assert stages.count() > 2 and pg.locator("#columns details.ht-stage > summary + div > b").count() == stages.count()
         print(f"first view: hop map drawn {drawn_s:.2f} s after the page was asked for")
         # The map is the frame the page's HTML started before Gradio ran, moved into its place
         # (ui/early_map.py), and it says which methods it holds (the stage links find it by that).
@@ -555,13 +588,23 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
         assert json.loads(mapped.get_attribute("data-methods")) == ["sag", "composed"]
         pg.screenshot(path=str(shots / "first-view.png"))
         # Away from the Ask tab and back: a map again, drawn.
-        pg.get_by_role("tab", name="Traces").click()
+        _tab(pg, "Traces")
         pg.wait_for_timeout(500)
-        pg.get_by_role("tab", name="Ask").click()
+        _tab(pg, "Ask")
         assert _map_frame(pg).evaluate("hopmapMetrics()")["method"] == "sag"
         # A link to a comparison that is not there starts no frame early; the first view keeps a map.
         pg.goto(f"{app_url}?session=0000000000000000", wait_until="domcontentloaded")
         assert _map_frame(pg).evaluate("hopmapMetrics()")["method"] == "sag"
+        # The lab page knows the visitor by the id the Ask page gave them (one id, both pages).
+        sent: list[tuple[str, str]] = []
+        pg.on("request", lambda r: sent.extend(
+            (r.frame.url, x) for x in (json.loads(r.post_data or "{}").get("data") or [])
+            if isinstance(x, str) and re.fullmatch(r"[0-9a-f]{32}", x)) if "queue/join" in r.url else None)
+        _tab(pg, "Ask", "?session=0000000000000000")
+        _tab(pg, "Judge")
+        pg.wait_for_timeout(1500)
+        assert {u.split("?")[0].rstrip("/").endswith("/lab") for u, _ in sent} == {False, True}, sent
+        assert len({who for _, who in sent}) == 1, sent
         browser.close()
 
 
@@ -596,7 +639,7 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
             path = _write(tmp_path, name, content)
             page.goto(hostile_url, wait_until="domcontentloaded")  # a fresh form for each file
             page.wait_for_selector("#run", timeout=60_000)
-            page.get_by_role("tab", name="Index").click()
+            _tab(page, "Index")
             page.locator("#up-corpus input[type=file]").set_input_files(path)
             page.fill("#up-name textarea, #up-name input", f"hostile_{i}")
             page.click("#up-build")
@@ -616,7 +659,7 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
             {"idx": 0, "title": "Nowhere", "paragraph_text": "A passage nobody uploaded.", "is_supporting": True}]}])
         page.goto(hostile_url, wait_until="domcontentloaded")
         page.wait_for_selector("#run", timeout=60_000)
-        page.get_by_role("tab", name="Index").click()
+        _tab(page, "Index")
         page.locator("#up-corpus input[type=file]").set_input_files(corpus)
         page.locator("#up-questions input[type=file]").set_input_files(questions)
         page.fill("#up-name textarea, #up-name input", "hostile_questions")
@@ -627,7 +670,7 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
         assert "gold passage(s) not in the corpus" in text and "questions.json" in text and "/tmp" not in text, text
         assert not list(kb_dir().glob("hostile_questions.*"))
         # nothing was stored, and the app keeps serving
-        page.get_by_role("tab", name="Ask").click()
+        _tab(page, "Ask")
         _set_question(page, Q)
         _run(page, {"bm25"})
         assert page.locator("#columns .ht-col[data-method='bm25'] table.ht-ranking").count() == 1
@@ -701,7 +744,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
             page.on("request", lambda r: requests.append((r.url, r.resource_type)))
             page.goto(hostile_url, wait_until="domcontentloaded")
             page.wait_for_selector("#run", timeout=60_000)
-            page.get_by_role("tab", name="Index").click()
+            _tab(page, "Index")
             # A success first: a refusal after it must not leave its message under an error badge.
             page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "ok.txt"))
             page.fill("#qs-name textarea, #qs-name input", "first set")
@@ -744,7 +787,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
 
 def _add_question_set(page, path, name: str) -> None:
     """The Index tab: a questions file added as a question set of the picked KB."""
-    page.get_by_role("tab", name="Index").click()
+    _tab(page, "Index")
     page.locator("#qs-file input[type=file]").set_input_files(str(path))
     page.fill("#qs-name textarea, #qs-name input", name)
     page.click("#qs-add")
@@ -753,7 +796,7 @@ def _add_question_set(page, path, name: str) -> None:
 
 def _pool_with_the_rule(page, depth: int) -> None:
     """The Judge tab: pool the picked experiment at `depth` with the answer rule as the prior."""
-    page.get_by_role("tab", name="Judge").click()
+    _tab(page, "Judge")
     page.fill("#judge-depth input", str(depth))
     page.locator("#judge-auto input").click()
     page.get_by_role("option", name="the answer rule (LLM-free, instant)").click()
@@ -775,7 +818,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     (tmp_path / "mine.json").write_text(json.dumps(mine))
     _add_question_set(page, tmp_path / "mine.json", "mine")
     assert "mine · 3 questions · no gold, 3 with answers" in page.locator("#qs-log").inner_text()
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     assert page.locator("#bench-set input").input_value() == "mine"
     page.fill("#bench-limit input", "3")
     page.click("#bench-run")
@@ -814,7 +857,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.wait_for_function("document.querySelector('#judge-passage').innerText === "
                            f"{first!r}", timeout=30_000)
     # compare on the judgments
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.locator("#exp-metric input").click()
     page.get_by_role("option", name="ndcg@5").click()
     page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('judged:')", timeout=60_000)
@@ -848,7 +891,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
 
     corpus = tmp_path / "fiction.json"
     corpus.write_text(json.dumps(FICTION))
-    page.get_by_role("tab", name="Index").click()
+    _tab(page, "Index")
     page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
     page.fill("#up-name textarea, #up-name input", "fiction")
     page.click("#up-build")
@@ -883,7 +926,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
                            timeout=60_000)
     page.screenshot(path=str(shots / "generate-review.png"), full_page=True)
     # bench two methods on the kept questions: gold exists, so recall is measured
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     assert page.locator("#bench-set input").input_value() == "gen_fiction"
     for label in page.locator("#bench-methods label").all():
         name = label.inner_text().strip()
@@ -983,7 +1026,7 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     mine = [{"id": f"t{i}", "question": f"What is {t} known for?", "answer": t} for i, t in enumerate(titles)]
     (tmp_path / "queue.json").write_text(json.dumps(mine))
     _add_question_set(page, tmp_path / "queue.json", "queue-set")
-    page.get_by_role("tab", name="Benchmark").click()
+    _tab(page, "Benchmark")
     page.fill("#bench-limit input", "16")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "

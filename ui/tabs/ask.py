@@ -12,7 +12,7 @@ from retrieval.core.errors import HopTraceError
 from retrieval.methods import origin
 from retrieval.methods.plugins import problems, user_methods
 
-from .. import messages, render
+from .. import evidence, messages, pages, render
 from ..ask import run_side_by_side
 from ..picker import GROUPS, group_info, paper_order
 from .shared import (
@@ -115,8 +115,11 @@ def first_view(state, sc) -> dict:
     titles = _gold_titles(state, sc.kb, item.gold)
     choices = _graph_choices(item.runs)
     graph, graph_doc = render.first_map(item.runs, set(item.gold), _default_choice(item.runs), titles)
+    # The page's config carries the stages' lines alone: Gradio's first render of 260 KB of
+    # columns held the first view back ~0.1 s; the bodies follow at load (`reopen`).
     return {"item": item, "label": item.label, "question": item.question,
-            "columns": _showcase_grid(sc, item, titles), "choices": choices,
+            "columns": _showcase_grid(sc, item, titles, bodies=False), "columns_full": _showcase_grid(sc, item, titles),
+            "choices": choices,
             "graph": graph, "graph_doc": graph_doc, "session": SHOWCASE_PREFIX + item.label}
 
 
@@ -308,19 +311,44 @@ def wire(shell) -> None:
     app.load(None, js=render.STAGE_CLICK_JS)
 
 
-    def reopen(request: gr.Request):
-        """`?session=ID` reopens a stored comparison exactly as it was."""
-        sid = (request.query_params.get("session") if request else None) or ""
+    def reopen(who, request: gr.Request):
+        """`?session=ID` reopens a stored comparison exactly as it was; `?experiment=ID&question=Q`
+        with the metric and the two methods (the lab page's drill-down, ui/pages.py) opens that
+        question's two stored runs of the experiment."""
+        keep = (gr.update(),) * (6 + len(pickers))
+        query = request.query_params if request else {}
+        pair = pages.pair_asked(query)
+        if pair is not None:
+            return open_pair(who, *pair)
+        sid = query.get("session") or ""
         if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
-            return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "")
+            return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "") + keep[6:]
         if not sid or state.traces.session(sid) is None:
-            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+            first = shell.first_view
+            return keep[:1] + ((first["columns_full"],) if first else keep[1:2]) + keep[2:]
         runs, gold, kb_name, q = _stored_session(state.traces, sid)
         choices = _graph_choices(runs)
         pick = _default_choice(runs)
         titles = _gold_titles(state, kb_name, gold)
         return (q, _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=pick or None),
-                render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid)
+                render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid) + keep[6:]
+
+    def open_pair(who, exp_id, qid, metric, a, b):
+        """An experiment's question: its two stored runs, exactly as stored (nothing re-runs)."""
+        owner = state.owner_id(who)
+        try:
+            exp = evidence.find(shell.experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
+            runs, gold, q, ids = evidence.open_pair(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
+            note = evidence.pair_note(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
+        except HopTraceError as e:
+            return (gr.update(), evidence.error(e)) + (gr.update(),) * (4 + len(pickers))
+        choices = _graph_choices(runs)
+        titles = _gold_titles(state, exp.kb, gold)
+        first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)
+        picked = [gr.update(value=[m for m in _picker_names(pk) if m in (a, b)]) for pk in pickers]
+        return (q, note + _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=first),
+                render.hop_maps(runs, gold, first, titles), render.comparison_figure(runs, gold),
+                RUNS_PREFIX + ",".join(ids), *picked)
 
     def first_chart(sid):
         """The first view's chart, once its hop map is drawn (render.FIRST_VIEW_GATE): plotly's
@@ -331,5 +359,5 @@ def wire(shell) -> None:
         item = first["item"]
         return render.comparison_figure(paper_order(item.runs), set(item.gold))
 
-    app.load(reopen, None, [question, columns, graph_pick, graph, comparison, session_state],
+    app.load(reopen, shell.visitor, [question, columns, graph_pick, graph, comparison, session_state, *pickers],
              js=render.FIRST_VIEW_GATE, show_progress="hidden").then(first_chart, session_state, comparison)

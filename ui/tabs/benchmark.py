@@ -11,9 +11,9 @@ from retrieval.core.errors import HopTraceError, InputError
 from traces.storage.experiments import kb_fingerprint, method_spec, question_record
 from traces.storage.questionsets import BUILT_IN, QuestionSets
 
-from .. import evidence, messages, render
+from .. import evidence, messages, pages, render
 from ..ask import uses_llm
-from .shared import RUNS_PREFIX, _expired, _gold_titles, _graph_choices, _picker_names, _stored_grid
+from .shared import _expired
 
 
 def _scatter(res, x_key: str):
@@ -37,6 +37,16 @@ def _cell(row: dict, c: str):
         return usd_text(row.get(c))
     v, sd = row.get(c), row.get(f"{c}_sd")
     return v if sd is None or v is None else f"{v} ± {sd}"
+
+
+# Opens a row's pair on the Ask page; this page's address first becomes the experiment's own, so
+# the browser's Back comes back to it.
+OPEN_LINK_JS = """(link) => {
+  if (!link) return;
+  const exp = new URLSearchParams(link.slice(link.indexOf('?'))).get('experiment');
+  history.replaceState(null, '', '?' + new URLSearchParams({experiment: exp}));
+  location.assign(link);
+}"""
 
 
 def layout(shell) -> SimpleNamespace:
@@ -101,32 +111,28 @@ def layout(shell) -> SimpleNamespace:
                               column_widths=evidence.ROW_WIDTHS,
                               elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                         "header to sort, a row to open both runs)")
+        gr.HTML("<style>#exp-open{display:none}</style>")
+        e_open = gr.Textbox(elem_id="exp-open", show_label=False, container=False)
     return SimpleNamespace(b_methods=b_methods, b_limit=b_limit, b_set=b_set, b_btn=b_btn, b_table=b_table,
                            b_answer=b_answer, b_repeat=b_repeat, b_budget=b_budget, e_tradeoff=e_tradeoff,
                            e_split=e_split,
                            b_plot_lat=b_plot_lat, b_plot_tok=b_plot_tok, r_paper=r_paper, r_with_llm=r_with_llm,
                            r_llm_limit=r_llm_limit, r_btn=r_btn, r_out=r_out, r_plot=r_plot, e_pick=e_pick,
                            e_metric=e_metric, e_a=e_a, e_b=e_b, e_refresh=e_refresh, e_summary=e_summary,
-                           e_means=e_means, e_groups=e_groups, e_funnel=e_funnel, e_rows=e_rows, bench_tab=bench_tab)
+                           e_means=e_means, e_groups=e_groups, e_funnel=e_funnel, e_rows=e_rows, e_open=e_open,
+                           bench_tab=bench_tab)
 
 
 def wire(shell) -> None:
     """Its handlers; `?experiment=ID` opens an experiment here."""
     state = shell.state
     kb = shell.kb
-    session_state = shell.session_state
     visitor = shell.visitor
     tabs = shell.tabs
     experiments = shell.experiments
     comparisons = shell.comparisons
     j_pick = shell.j_pick
     loaded = shell.loaded
-    question = shell.ask.question
-    pickers = shell.ask.pickers
-    columns = shell.ask.columns
-    graph_pick = shell.ask.graph_pick
-    graph = shell.ask.graph
-    comparison = shell.ask.comparison
     b_methods = shell.bench.b_methods
     b_limit = shell.bench.b_limit
     b_set = shell.bench.b_set
@@ -150,6 +156,7 @@ def wire(shell) -> None:
     e_groups = shell.bench.e_groups
     e_funnel = shell.bench.e_funnel
     e_rows = shell.bench.e_rows
+    e_open = shell.bench.e_open
     bench_tab = shell.bench.bench_tab
     b_answer = shell.bench.b_answer
     b_repeat = shell.bench.b_repeat
@@ -314,31 +321,19 @@ def wire(shell) -> None:
                     visitor, [e_pick, j_pick])
 
     def open_question(evt: gr.SelectData, exp_id, metric, a, b, who):
-        """A row's two stored runs, exactly as stored (nothing re-runs), in the Ask tab's columns."""
+        """A row's two stored runs, exactly as stored (nothing re-runs), open in the Ask page's
+        columns (ui/pages.py `pair_link`); one that cannot open says why here."""
         qid = str(evt.row_value[0]) if evt.row_value else ""
         try:
             exp = evidence.find(experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
-            runs, gold, q, ids = evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid,
-                                                    state.owner_id(who))
+            evidence.open_pair(comparisons, experiments, exp, metric, a, b, qid, state.owner_id(who))
         except HopTraceError as e:
-            return (gr.update(),) * 5 + (evidence.error(e),) + (gr.update(),) * (2 + len(pickers))
-        choices = _graph_choices(runs)
-        titles = _gold_titles(state, exp.kb, gold)
-        scores = " · ".join(f"{render.esc(m)} {render.esc(metric)} {v}" for m, v in zip((a, b), evt.row_value[3:5]))
-        note = (f"<div class='ht-recorded' id='experiment-banner'>Stored runs of experiment "
-                f"<code>{render.esc(exp.id[:12])}</code>, not re-run: question {render.esc(qid)} · {scores}. "
-                f"A method that cut one longer ranking shows all of it; a missed gold passage names the last "
-                f"stage that held it.</div>")
-        picked = [gr.update(value=[m for m in _picker_names(pk) if m in (a, b)]) for pk in pickers]
-        first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)
-        return (gr.Tabs(selected="ask"), q, note + _stored_grid(runs, gold, titles=titles),
-                gr.update(choices=choices, value=first),
-                render.hop_maps(runs, gold, first, titles), gr.update(),
-                render.comparison_figure(runs, gold), RUNS_PREFIX + ",".join(ids), *picked)
+            return evidence.error(e), ""
+        return gr.update(), pages.pair_link(exp.id, metric, a, b, qid)
 
-    e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor],
-                  [tabs, question, columns, graph_pick, graph, e_summary, comparison, session_state, *pickers])
-
+    # The link goes through a box the page reads (hidden by CSS: a hidden component gets no value).
+    e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor], [e_summary, e_open]).then(
+        None, e_open, None, js=OPEN_LINK_JS)
 
     def reopen_experiment(who, request: gr.Request):
         """`?experiment=ID` opens the Benchmark tab on that experiment. The whole id is a

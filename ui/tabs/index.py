@@ -16,7 +16,7 @@ from retrieval.kb.readiness import readiness_line
 from retrieval.methods import targets
 from traces.storage.questionsets import QuestionSets, built_in
 
-from .. import messages, render
+from .. import messages, pages, render
 from ..public import LimitError
 from . import qgen
 
@@ -168,7 +168,7 @@ def wire(shell) -> None:
         msg = (f"Built **{messages.md(name)}**: {d['passages_total']} passages ({d['passages_added']} new), "
                f"{d['questions']} questions, {d['seconds']} s; {messages.md(readiness_line(report.ready_at))}"
                + (f", encoder {messages.md(report.encoder)}" if report.encoder else "")
-               + ". Pick it under *Knowledge base*.")
+               + f". [Ask it]({pages.kb_link(name)}) on the Ask page, or bench it here.")
         if added is not None:
             msg += f" Question set added: {messages.md(added.describe())}."
         for run in report.llm:

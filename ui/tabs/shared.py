@@ -45,22 +45,24 @@ RUNS_PREFIX = "runs:"  # session_state of a pair opened from an experiment
 
 
 
-def _showcase_grid(sc, item, titles: Optional[dict] = None) -> str:
+def _showcase_grid(sc, item, titles: Optional[dict] = None, bodies: bool = True) -> str:
     """A recorded question's columns: every method's run, those recorded by other code labelled
-    with the version that recorded them and what changed since."""
+    with the version that recorded them and what changed since. `bodies=False`: the stages'
+    lines alone (the first view's, in the page's config; the bodies follow at load)."""
     note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
             f"<b>Run live</b> runs it now.</div>")
     if item.stale:
         note += ("<div class='ht-stale' id='stale-banner'>⚠ Recorded by earlier code: "
                  + ", ".join(render.esc(m) for m in item.stale) + ". Shown as recorded, each column says which "
                  "version recorded it (<code>hoptrace record-showcase --update</code> records it again).</div>")
-    return note + _stored_grid(paper_order(item.runs), set(item.gold), notes=item.notes, titles=titles)
+    return note + _stored_grid(paper_order(item.runs), set(item.gold), notes=item.notes, titles=titles,
+                               bodies=bodies)
 
 
 def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True, notes: Optional[dict] = None,
-                 titles: Optional[dict] = None) -> str:
+                 titles: Optional[dict] = None, bodies: bool = True) -> str:
     return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links,
-                                               note=(notes or {}).get(m, ""), titles=titles)
+                                               note=(notes or {}).get(m, ""), titles=titles, bodies=bodies)
                             for m, r in runs.items())
 
 

@@ -578,7 +578,8 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
         pg.wait_for_function("!document.querySelector('#columns').textContent.includes('on their way')",
                              timeout=15_000)
         stages = pg.locator("#columns details.ht-stage")
-        assert stages.count() > 2 and pg.locator("#columns details.ht-stage > summary + div > b").count() == stages.count()
+        titled = pg.locator("#columns details.ht-stage > summary + div > b")   # a body opens on its title
+        assert stages.count() > 2 and titled.count() == stages.count()
         print(f"first view: hop map drawn {drawn_s:.2f} s after the page was asked for")
         # The map is the frame the page's HTML started before Gradio ran, moved into its place
         # (ui/early_map.py), and it says which methods it holds (the stage links find it by that).

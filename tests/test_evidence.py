@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval.bench.runner import run_bench
-from retrieval.core.errors import InputError
+from retrieval.core.errors import HopTraceError, InputError
 from traces.storage.experiments import Experiments, kb_fingerprint, question_record
 from traces.storage.store import TraceStore
 from ui import evidence
@@ -64,3 +64,17 @@ def test_a_row_opens_both_stored_runs_exactly_as_stored(experiment):
         assert runs[m].ranked_ids() == stored[rid]["row"]["ranked"]
     with pytest.raises(InputError, match="not in experiment"):
         evidence.open_pair(cache, exps, exp, "recall@5", "bm25", "griever", "no-such-question")
+
+
+def test_a_link_to_a_question_opens_its_pair_with_their_scores_and_a_bad_one_names_its_problem(experiment):
+    """The lab page's drill-down is a link to the Ask page (ui/pages.py): what the link names is
+    checked there, and the banner gives the two methods' scores on that question."""
+    exps, exp = experiment
+    cache = evidence.ComparisonCache()
+    row = evidence.view(cache, exps, exp, "recall@5", "bm25", "griever").rows[0]
+    note = evidence.pair_note(cache, exps, exp, "recall@5", "bm25", "griever", row[0])
+    assert f"bm25 recall@5 {row[3]}" in note and f"griever recall@5 {row[4]}" in note and exp.id[:12] in note
+    with pytest.raises(InputError, match="no stored run of nosuch"):
+        evidence.open_pair(cache, exps, exp, "recall@5", "bm25", "nosuch", row[0])
+    with pytest.raises(HopTraceError, match="unknown metric 'no-such-metric'"):
+        evidence.open_pair(cache, exps, exp, "no-such-metric", "bm25", "griever", row[0])

@@ -1,8 +1,9 @@
 """The HopTrace web app: ask, compare side by side, replay stored traces, benchmark, judge, index.
 
-This file assembles the page: the header (KB picker, backends line), one module per tab under
+This file assembles the two pages (ui/pages.py: Ask and Traces at /, Benchmark, Judge and Index at
+/lab), each with its header (KB picker, backends line) and its tabs, one module per tab under
 ui/tabs/ (each a `layout` of components, then a `wire` of handlers, since a handler may update
-another tab), and what happens when a visitor arrives. Renders Stage records only (ui/render.py);
+another tab of its page), and what happens when a visitor arrives. Renders Stage records only (ui/render.py);
 runs methods through ui/ask.py; stores every run with traces/storage/store.py. `python app.py` or
 `hoptrace serve` starts it.
 """
@@ -52,7 +53,8 @@ def build(state: AppState) -> gr.Blocks:
     kb_choices = state.kb_choices() or [("demo", "demo")]
     first = first_kb(state)
     demo_kb = state.kb(first, warm=False)  # warmed after the page is up (main)
-    # What every tab may read: the state, the header's components and the other tabs' components.
+    # What every tab of the Ask page may read: the state, the header's components and the other
+    # tabs' components (the lab page gets its own, below).
     shell = SimpleNamespace(state=state, examples=[q.text for q in demo_kb.questions[:40]],
                             all_methods=method_names(), experiments=Experiments(state.traces),
                             comparisons=evidence.ComparisonCache())
@@ -126,6 +128,7 @@ def _wire_arrival(shell, pickers: list) -> None:
         return who or new_visitor_id()
 
     shell.loaded = app.load(arrive, visitor, visitor, js=render.FIRST_VIEW_GATE)
+
     def kbs(who, request: gr.Request):
         """In public mode the KBs this visitor built join the list; other visitors' never do.
         `?kb=NAME` opens the page on that KB (ui/pages.py `kb_link`) when it is theirs to see."""
@@ -315,8 +318,9 @@ def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
 
 
 # The bar of the two pages (ui/pages.py) sits on the title's row, at its right, instead of a row of
-# its own above it: a run of five methods then still fits in two screens.
-PAGE_CSS = ".nav-holder{position:absolute;top:0;right:0;border-bottom:0!important;z-index:10}"
+# its own above it: a run of five methods then still fits in two screens. A narrow screen keeps
+# the row, where the bar would cover the title.
+PAGE_CSS = "@media (min-width:720px){.nav-holder{position:absolute;top:0;right:0;border-bottom:0!important;z-index:10}}"
 
 
 def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:

@@ -296,6 +296,12 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     page.go_back(wait_until="domcontentloaded")
     page.wait_for_function("document.querySelector('#exp-summary') && "
                            f"document.querySelector('#exp-summary').innerText.includes('{exp_id}')", timeout=60_000)
+    # a link to a question the experiment does not have says so, over the first view
+    page.goto(f"{app_url}?experiment={exp_id}&question=nope&metric=recall%405&a=bm25&b=griever",
+              wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelector('#columns') && "
+                           "document.querySelector('#columns').innerText.includes(\"question 'nope' is not in\")",
+                           timeout=60_000)
     # the experiment's link, at /, reopens it in the Benchmark tab of the lab page
     page.goto(f"{app_url}?experiment={exp_id}", wait_until="domcontentloaded")
     assert page.evaluate("location.pathname") == "/lab"

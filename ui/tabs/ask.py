@@ -340,8 +340,10 @@ def wire(shell) -> None:
             exp = evidence.find(shell.experiments, exp_id, state.owner_filter(who) if state.public.enabled else None)
             runs, gold, q, ids = evidence.open_pair(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
             note = evidence.pair_note(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
-        except HopTraceError as e:
-            return (gr.update(), evidence.error(e)) + (gr.update(),) * (4 + len(pickers))
+        except HopTraceError as e:   # the link's problem, over the first view it leaves on show
+            first = shell.first_view
+            return (gr.update(), evidence.error(e) + (first["columns_full"] if first else "")) + (
+                gr.update(),) * (4 + len(pickers))
         choices = _graph_choices(runs)
         titles = _gold_titles(state, exp.kb, gold)
         first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)

@@ -319,8 +319,10 @@ def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:
 
 # The bar of the two pages (ui/pages.py) sits on the title's row, at its right, instead of a row of
 # its own above it: a run of five methods then still fits in two screens. A narrow screen keeps
-# the row, where the bar would cover the title.
-PAGE_CSS = "@media (min-width:720px){.nav-holder{position:absolute;top:0;right:0;border-bottom:0!important;z-index:10}}"
+# the row, where the bar would cover the title. In the head, not `css=`: Gradio scopes a media
+# query's rules to its own container, which the bar is outside of.
+PAGE_HEAD = ("<style>@media (min-width:720px){.nav-holder{position:absolute;top:0;right:0;"
+             "border-bottom:0!important;z-index:10}}</style>")
 
 
 def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **launch: object) -> None:
@@ -337,7 +339,7 @@ def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **
                               font_mono=["ui-monospace", "SFMono-Regular", "monospace"])
     first_doc = getattr(app, "first_map_doc", "")
     app.queue(default_concurrency_limit=2, max_size=32).launch(
-        theme=theme, css=PAGE_CSS, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
+        theme=theme, head=PAGE_HEAD, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
         app_kwargs={"middleware": [Middleware(static_cache.StaticCache, mounts=_static_mounts()),
                                    Middleware(pages.ExperimentLinks),
                                    Middleware(early_map.HeadMiddleware, script=early_map.head(bool(first_doc)))]},

@@ -75,12 +75,12 @@ def build(state: AppState) -> gr.Blocks:
 
         ask.wire(shell)
         traces.wire(shell)
-        _wire_arrival(shell, shell.ask.pickers)
+        backends_for = _wire_arrival(shell, shell.ask.pickers)
         shell.loaded.then(shell.list_runs, [shell.traces.f_method, shell.traces.f_text, shell.visitor],
                           shell.traces.runs_table)
         if state.export is not None:  # a failing collector shows in the header at the next ask
             for btn in (shell.ask.run_btn, shell.ask.live_btn):
-                btn.click(shell.backends_for, shell.kb, shell.backends, queue=False, show_progress="hidden")
+                btn.click(backends_for, shell.kb, shell.backends, queue=False, show_progress="hidden")
 
     # The experiment tools are a page of their own (ui/pages.py says why), with its own header.
     lab = SimpleNamespace(state=state, all_methods=shell.all_methods, experiments=shell.experiments,
@@ -118,9 +118,10 @@ def _header(page, kb_choices, first: str, demo_kb, secret: str) -> None:
     page.visitor = gr.BrowserState("", storage_key="hoptrace-visitor", secret=secret)
 
 
-def _wire_arrival(shell, pickers: list) -> None:
+def _wire_arrival(shell, pickers: list) -> Callable:
     """A visitor's arrival on a page: their id, their KBs, the backends line; `pickers`, the
-    method pickers the readiness of a building KB also updates."""
+    method pickers the readiness of a building KB also updates. Returns the backends line of a
+    KB, for the page's other handlers."""
     app, state, kb, visitor, backends = shell.app, shell.state, shell.kb, shell.visitor, shell.backends
 
     def arrive(who):
@@ -156,7 +157,7 @@ def _wire_arrival(shell, pickers: list) -> None:
     app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE, show_progress="hidden")
     app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE, show_progress="hidden")
     _wire_readiness(shell, backends_for, pickers)
-    shell.backends_for = backends_for
+    return backends_for
 
 
 def _wire_readiness(shell, backends_for, pickers: list) -> None:

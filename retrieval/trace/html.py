@@ -261,9 +261,9 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     def one(s: Stage) -> str:
         if cache is None:
             return stage_html(s, gold, method=method if graph_links else "", body=bodies)
-        key = (id(s), method)
+        key = (id(s), method, bodies)
         if key not in cache:
-            cache[key] = stage_html(s, gold, method=method if graph_links else "")
+            cache[key] = stage_html(s, gold, method=method if graph_links else "", body=bodies)
         return cache[key]
 
     body = "".join(one(s) for s in stages)

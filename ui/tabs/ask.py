@@ -26,6 +26,7 @@ from .shared import (
     _stored_grid,
     _stored_runs,
     _stored_session,
+    script_box,
 )
 
 DEFAULT_METHODS = ["composed", "griever"]
@@ -164,8 +165,7 @@ def layout(shell) -> SimpleNamespace:
             iterations = gr.Slider(1, 4, value=2, step=1, label="GRIEVER iterations (n_i)")
             with_answer = gr.Checkbox(False, label="End with an answer (LLM, top-5 passages)", elem_id="answer")
         comparison = gr.Plot(label="Timings, tokens and recall of the run on show", elem_id="comparison")
-        gr.HTML("<style>#stage-click{display:none}</style>")
-        stage_click = gr.Textbox(elem_id="stage-click", show_label=False, container=False)
+        stage_click = script_box("stage-click")
         # The stage on show, as "method · stage": the state a re-render of the hop map opens on.
         graph_pick = gr.Dropdown(first.get("choices", []), value=_default_choice(first["item"].runs) if first else None,
                                  elem_id="graph-pick", allow_custom_value=True, visible=False)
@@ -323,15 +323,18 @@ def wire(shell) -> None:
         sid = query.get("session") or ""
         if sid and state.traces.session(sid) is None and state.traces.was_pruned(sid):
             return (gr.update(), _expired("comparison"), gr.update(), "", gr.update(), "") + keep[6:]
-        if not sid or state.traces.session(sid) is None:
-            first = shell.first_view
-            return keep[:1] + ((first["columns_full"],) if first else keep[1:2]) + keep[2:]
+        if not sid or state.traces.session(sid) is None:   # the first view stays: its stages' bodies now
+            return (gr.update(), first_columns() or gr.update()) + keep[2:]
         runs, gold, kb_name, q = _stored_session(state.traces, sid)
         choices = _graph_choices(runs)
         pick = _default_choice(runs)
         titles = _gold_titles(state, kb_name, gold)
         return (q, _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=pick or None),
                 render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid) + keep[6:]
+
+    def first_columns():
+        """The first view's columns with their stages' bodies (its config carried the lines)."""
+        return shell.first_view["columns_full"] if shell.first_view else ""
 
     def open_pair(who, exp_id, qid, metric, a, b):
         """An experiment's question: its two stored runs, exactly as stored (nothing re-runs)."""
@@ -341,9 +344,7 @@ def wire(shell) -> None:
             runs, gold, q, ids = evidence.open_pair(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
             note = evidence.pair_note(shell.comparisons, shell.experiments, exp, metric, a, b, qid, owner)
         except HopTraceError as e:   # the link's problem, over the first view it leaves on show
-            first = shell.first_view
-            return (gr.update(), evidence.error(e) + (first["columns_full"] if first else "")) + (
-                gr.update(),) * (4 + len(pickers))
+            return (gr.update(), evidence.error(e) + first_columns(), *(gr.update(),) * (4 + len(pickers)))
         choices = _graph_choices(runs)
         titles = _gold_titles(state, exp.kb, gold)
         first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)

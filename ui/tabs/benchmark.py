@@ -13,7 +13,7 @@ from traces.storage.questionsets import BUILT_IN, QuestionSets
 
 from .. import evidence, messages, pages, render
 from ..ask import uses_llm
-from .shared import _expired
+from .shared import _expired, script_box
 
 
 def _scatter(res, x_key: str):
@@ -111,8 +111,7 @@ def layout(shell) -> SimpleNamespace:
                               column_widths=evidence.ROW_WIDTHS,
                               elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                         "header to sort, a row to open both runs)")
-        gr.HTML("<style>#exp-open{display:none}</style>")
-        e_open = gr.Textbox(elem_id="exp-open", show_label=False, container=False)
+        e_open = script_box("exp-open")
     return SimpleNamespace(b_methods=b_methods, b_limit=b_limit, b_set=b_set, b_btn=b_btn, b_table=b_table,
                            b_answer=b_answer, b_repeat=b_repeat, b_budget=b_budget, e_tradeoff=e_tradeoff,
                            e_split=e_split,
@@ -331,7 +330,6 @@ def wire(shell) -> None:
             return evidence.error(e), ""
         return gr.update(), pages.pair_link(exp.id, metric, a, b, qid)
 
-    # The link goes through a box the page reads (hidden by CSS: a hidden component gets no value).
     e_rows.select(open_question, [e_pick, e_metric, e_a, e_b, visitor], [e_summary, e_open]).then(
         None, e_open, None, js=OPEN_LINK_JS)
 

@@ -1,7 +1,10 @@
-"""Views of stored runs that several tabs open: a session, a drill-down pair, a recording."""
+"""Views of stored runs that several tabs open: a session, a drill-down pair, a recording; and the
+boxes a tab's handlers and the page's script pass values through."""
 from __future__ import annotations
 
 from typing import Optional
+
+import gradio as gr
 
 from traces.storage.store import TraceStore
 
@@ -43,6 +46,13 @@ def _stored_runs(traces: TraceStore, run_ids: list[str]) -> tuple[dict, set[str]
 SHOWCASE_PREFIX = "showcase:"
 RUNS_PREFIX = "runs:"  # session_state of a pair opened from an experiment
 
+
+
+def script_box(elem_id: str) -> gr.Textbox:
+    """A box between a handler and the page's own script, hidden by CSS: a component made
+    invisible gets no value."""
+    gr.HTML(f"<style>#{elem_id}{{display:none}}</style>")
+    return gr.Textbox(elem_id=elem_id, show_label=False, container=False)
 
 
 def _showcase_grid(sc, item, titles: Optional[dict] = None, bodies: bool = True) -> str:

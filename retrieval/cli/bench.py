@@ -108,7 +108,7 @@ def cmd_bench(args) -> int:
         experiments = Experiments(_trace_store())
         exp = experiments.get(args.resume)
         check_resume(exp, asked)
-        for k, v in exp.spec["args"].items():
+        for k, v in exp.spec.get("args", {}).items():
             setattr(args, k, Path(v) if k == "questions" and v else v)
     for k, v in BENCH_ARGS.items():
         if getattr(args, k, None) is None:

@@ -139,8 +139,7 @@ def cmd_build(args) -> int:
         print(f"encoded: {sum(report.encoded.values()):,} distinct texts for {sum(report.embedded.values()):,} "
               f"vectors ({report.encoder} on {report.device}); steps: "
               + ", ".join(f"{k} {v} s" for k, v in report.steps.items()))
-        print("  " + " · ".join(f"{layer} {report.encoded[layer]:,} texts {report.embed_seconds[layer]} s"
-                                for layer in report.embedded))
+        print("  " + " · ".join(_layer_line(report, layer) for layer in report.embedded))
     for run in report.llm:
         print(f"LLM {run['layer']}: {run['model']} · {run['passages']} passages in {run['calls']} calls "
               f"({run['cached_calls']} from the cache, {run['repairs']} repairs) · {run['tokens_in']:,} tokens in / "
@@ -153,6 +152,15 @@ def cmd_build(args) -> int:
     print(report.path)
     _push(args, out)
     return 0
+
+
+def _layer_line(report, layer: str) -> str:
+    """One layer's share of the encoding. A layer whose texts all had vectors in another layer
+    (a proposition that is also an event) encoded nothing: it says so."""
+    encoded = report.encoded.get(layer, 0)
+    if not encoded:
+        return f"{layer} {report.embedded[layer]:,} vectors copied from other layers"
+    return f"{layer} {encoded:,} texts {report.embed_seconds.get(layer, 0.0)} s"
 
 
 def _llm_done(out: Path, plan) -> set[str]:

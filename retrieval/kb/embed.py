@@ -235,7 +235,10 @@ def embed_layers(con: sqlite3.Connection, embedder: Embedder, settings: EmbedSet
             if rows:
                 with con:
                     con.executemany("INSERT OR REPLACE INTO vectors(layer, item_rowid, vec) VALUES(?,?,?)", rows)
+                # Every layer with vectors gets an entry in each of the three tallies, 0 where
+                # nothing was encoded: a reader keyed by `items` (the build's report) finds one.
                 report.items[layer] = len(rows)
+                report.encoded[layer], report.seconds[layer] = 0, 0.0
             todo[layer] = [(rid, t) for rid, t in todo[layer] if t not in reuse]
         layers = [layer for layer in layers if todo[layer]]
         if not layers:

@@ -95,7 +95,7 @@ def test_bench_pause_idles_before_each_question_untimed(ctx, small_store, monkey
 def test_bench_app_sets_each_column_beside_bench_alone_and_paused(small_kb):
     """`bench-app --compare-bench` (issue 17 item 9): each LLM-free column's latency over the
     method's `bench` p50, back to back and after a pause; LLM methods are left out."""
-    from ui.load import compare_with_bench
+    from appbench.load import compare_with_bench
 
     shown = {"bm25": {"alone_p50_ms": 2.0}, "dense": {"alone_p50_ms": 9.0}, "gear": {"alone_p50_ms": 9e4}}
     res = compare_with_bench(shown, ("bm25", "dense", "gear"), limit=2, pause_ms=20, kb=small_kb)

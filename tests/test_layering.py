@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("retrieval", "traces", "ui")
+PACKAGES = ("retrieval", "traces", "ui", "appbench")
 DOC = ROOT / "docs" / "architecture.md"
 
 
@@ -173,6 +173,33 @@ def test_every_documented_path_exists():
 def test_the_root_of_retrieval_holds_few_loose_modules():
     loose = sorted(p.name for p in (ROOT / "retrieval").glob("*.py"))
     assert len(loose) <= 5, loose
+
+
+MAX_LINES = 550   # the house's limit: past it a module holds more than one concept
+
+
+def test_no_source_file_is_over_the_house_limit():
+    """Every module of the packages, app.py and scripts/ (tests are held to their own shape: one
+    module a feature, fixtures shared)."""
+    files = [*modules().values(), *sorted((ROOT / "scripts").glob("*.py"))]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"over {MAX_LINES} lines (split by concept): {long}"
+
+
+def test_the_app_package_holds_views_not_benchmarks():
+    """What drives the app from outside (a browser, a client of its API) is a benchmark of it: it
+    lives in appbench/, so a newcomer looking for a view in ui/ finds views."""
+    drivers = ("playwright", "gradio_client")
+    found = []
+    for p in sorted((ROOT / "ui").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{p.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in drivers]
+    # The Benchmark tab (ui/tabs/benchmark.py) is a view; these names were the app's benchmarks.
+    benchy = [p.name for p in (ROOT / "ui").rglob("*.py")
+              if p.stem in ("load", "soak", "first_start") or re.search(r"^bench_|_bench$", p.stem)]
+    assert found == [] and benchy == [], (found, benchy)
 
 
 def test_every_package_says_what_it_holds():

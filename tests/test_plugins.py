@@ -221,7 +221,7 @@ def test_the_examples_bm25s_plugin_and_http_service(tmp_path, ctx):
                          "A society that published the Journal of Psychotherapy Integration, first president P. W.")
     corpus.append({"title": extra.title, "text": extra.text})
     (tmp_path / "c.json").write_text(json.dumps(corpus))
-    from ui.benchmark import free_port
+    from appbench.page import free_port
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "http_retriever.py"), str(tmp_path / "c.json"),
                              str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -51,10 +51,10 @@ def test_live_llm_requests_per_address_are_held_and_released():
 
 @pytest.fixture(scope="module")
 def public_server(small_kb, tmp_path_factory):
+    from appbench.page import free_port
     from retrieval.core.paths import kb_dir
     from retrieval.llm.settings import LLMSettings
     from ui.app import build, serve
-    from ui.benchmark import free_port
     from ui.state import AppState
 
     shutil.copyfile(small_kb, kb_dir() / "limitskb.sqlite")

@@ -9,7 +9,7 @@ from retrieval.core.paths import kb_dir
 
 
 def test_a_short_soak_reports_no_error_no_lost_or_mixed_trace(small_kb):
-    from ui.soak import soak
+    from appbench.soak import soak
 
     demo = kb_dir() / "demo.sqlite"
     if not demo.exists():

@@ -238,7 +238,7 @@ def _env_prices():
 
 
 def cmd_soak(args) -> int:
-    from ui.soak import soak
+    from appbench.soak import soak
 
     res = soak(args.minutes, args.users, args.llm_users, args.llm_method, args.cap_mb, args.max_requests, args.llm)
     print(json.dumps(res, indent=1))

@@ -10,7 +10,7 @@ from ..core.errors import ConfigError
 def add_parsers(sub) -> None:
     ba = sub.add_parser("bench-app", help="app start-to-ready and click-to-first-stage times (headless Chromium)")
     ba.add_argument("--users", type=int, default=0,
-                    help="load test instead: this many concurrent visitors on loopback (ui/load.py)")
+                    help="load test instead: this many concurrent visitors on loopback (appbench/load.py)")
     ba.add_argument("--minutes", type=float, default=5.0, help="load test duration")
     ba.add_argument("--methods", default="bm25,dense,composed,griever", help="load test: methods a request")
     ba.add_argument("--solo", type=int, default=20, help="load test: single-user requests measured first")
@@ -48,22 +48,22 @@ def add_parsers(sub) -> None:
 
 
 def cmd_bench_app(args) -> int:
-    from ui.benchmark import bench_app
+    from appbench.page import bench_app
 
     if args.hop_maps:
-        from ui.hopmap_bench import bench_hop_maps
+        from appbench.hopmap import bench_hop_maps
 
         print(json.dumps(bench_hop_maps(args.recording, app=not args.no_app), indent=1, ensure_ascii=False))
         return 0
     if args.first_start:
-        from ui.first_start import first_start
+        from appbench.first_start import first_start
 
         methods = tuple(m.strip() for m in args.first_methods.split(",") if m.strip())
         print(json.dumps(first_start(methods), indent=1))
         return 0
     if args.users:
-        from ui import load as load_mod
-        from ui.load import load_test
+        from appbench import load as load_mod
+        from appbench.load import load_test
 
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         res = load_test(args.users, args.minutes, methods, solo=args.solo,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ui import early_map
-from ui.benchmark import ARGS, CHROMIUM, free_port
+from appbench.page import ARGS, CHROMIUM, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -1080,14 +1080,14 @@ def shipped_url(app_url, tmp_path_factory):
 
 
 def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(shipped_url, shots):
-    """The first view's figures (ui/hopmap_bench.py, as `hoptrace bench-app --hop-maps` takes them):
+    """The first view's figures (appbench/hopmap.py, as `hoptrace bench-app --hop-maps` takes them):
     the recording's five methods, paper methods first; the run (hop map and columns) within two
     screens; a stage link far below the map shows its stage in the map, in view."""
     import json
 
     from playwright.sync_api import sync_playwright
 
-    from ui.hopmap_bench import measure_first_view
+    from appbench.hopmap import measure_first_view
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

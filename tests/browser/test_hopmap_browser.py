@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from appbench.hopmap import measure_recording, open_viewer, recording_items, show
+from appbench.page import ARGS, CHROMIUM
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult
-from ui.benchmark import ARGS, CHROMIUM
-from ui.hopmap_bench import measure_recording, open_viewer, recording_items, show
 
 pytestmark = pytest.mark.browser
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from retrieval.core.errors import ConfigError
 from retrieval.core.paths import REPO_ROOT
 
-from .benchmark import free_port
 from .load import _ask
+from .page import free_port
 
 QUESTION = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 

@@ -26,7 +26,7 @@ from retrieval.core.errors import ConfigError
 from retrieval.core.paths import REPO_ROOT
 from retrieval.kb.presets import demo_path
 
-from .benchmark import free_port
+from .page import free_port
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -66,7 +66,7 @@ def _start_app(traces: Path, app_dir: Path = REPO_ROOT, env: Optional[dict] = No
 
 def _picked(methods: list[str]) -> list[list[str]]:
     """The ask endpoint's picker inputs, in the app's order (ui/picker.py groups)."""
-    from .picker import GROUPS
+    from ui.picker import GROUPS
 
     out = []
     for g in GROUPS:

@@ -25,7 +25,7 @@ from typing import Optional
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult
 
-from .benchmark import ARGS, CHROMIUM
+from .page import ARGS, CHROMIUM
 
 VIEW = {"width": 1380, "height": hopmap_view.HEIGHT}   # the Ask tab's hop map at a 1440 px window
 PAGE = {"width": 1440, "height": 900}
@@ -157,7 +157,7 @@ def bench_hop_maps(recording: Optional[Path] = None, app: bool = True) -> dict:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         res["stages"] = measure_recording(browser, recording_items(recording))
         if app:
-            from .benchmark import started_app
+            from .page import started_app
 
             with started_app() as url:
                 # The first load after a start also fills the server's caches; it is not a visitor's.

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from .core import idle
 from .core.errors import HopTraceError
 from .core.records import Question
 from .methods import METHODS, Context, make_method, profiles, root_method
@@ -152,10 +153,26 @@ class Showcase:
 
     versions: dict[str, str] = field(default_factory=dict)    # method → code version it was recorded with
     dates: dict[str, str] = field(default_factory=dict)       # method → the day it was recorded
+    conditions: dict[str, dict] = field(default_factory=dict)  # method → idle.Conditions as recorded
 
     @property
     def banner(self) -> str:
-        return f"recorded on {self.recorded_at} with {self.model} (profile {self.profile})"
+        # The model without its file's source ("(Qwen/…-GGUF (Q4_K_M))", the banner's hover text):
+        # the banner stays one line over the first view's columns.
+        short = self.model.split(" (")[0]
+        return f"recorded on {self.recorded_at} with {short} (profile {self.profile}){self.where}"
+
+    @property
+    def where(self) -> str:
+        """", on AMD EPYC · 2 cores · avx2, idle" when every method was recorded on one machine; a
+        recording that kept no conditions says so, so its latencies are not read as this machine's."""
+        seen = {(c.get("machine"), c.get("verdict")) for c in self.conditions.values()}
+        if not self.conditions:
+            return "; machine and load not recorded"
+        if len(seen) == 1:
+            machine, verdict = next(iter(seen))
+            return f", on {machine}, {verdict}"
+        return "; methods recorded on different machines or loads: each column names its own"
 
     def recorded_by(self, method: str) -> str:
         """"version 5d7bca6 on 2026-11-23", or the date alone for a recording that kept no version."""
@@ -211,21 +228,26 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
     instances = {m: make_method(m, ctx) for m in methods}
     items = []
     total = len(questions) * len(methods)
-    for qi, q in enumerate(questions):
-        runs = {}
-        for m, method in instances.items():
-            run = method.run(q.text, k=k)
-            runs[m] = run.to_dict()
-            if on_run:
-                on_run(qi * len(methods) + len(runs), total, m, run)
-        items.append({"question": q.text, "hops": q.hops, "gold": list(q.gold_passage_ids), "runs": runs})
+    with idle.Watch() as watch:
+        for qi, q in enumerate(questions):
+            runs = {}
+            for m, method in instances.items():
+                run = method.run(q.text, k=k)
+                runs[m] = run.to_dict()
+                if on_run:
+                    on_run(qi * len(methods) + len(runs), total, m, run)
+            items.append({"question": q.text, "hops": q.hops, "gold": list(q.gold_passage_ids), "runs": runs})
+    conditions = watch.conditions
+    for it in items:   # the verdict covers the whole recording, so it is known only now
+        for r in it["runs"].values():
+            r["load"] = conditions.verdict
     llm_methods = [m for m in methods if METHODS[root_method(m)].uses_llm]
     today = dt.date.today().isoformat()
     doc = {"format": FORMAT, "kb": kb, "recorded_at": today, "model": ctx.llm.describe(),
            "profile": instances[llm_methods[0]].profile if llm_methods else "paper",
            "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods},
            "recorded_on": {m: today for m in methods}, "recorded_with": {m: version for m in methods if version},
-           "items": items}
+           "conditions": {m: conditions.as_dict() for m in methods}, "items": items}
     if old is not None:
         kept = [m for m in old["methods"] if m not in methods]
         for new_item, old_item in zip(items, old["items"]):
@@ -236,6 +258,8 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
         doc["recorded_on"] = {**{m: dates[m] for m in kept}, **doc["recorded_on"]}
         versions = old.get("recorded_with") or {}
         doc["recorded_with"] = {**{m: versions[m] for m in kept if m in versions}, **doc["recorded_with"]}
+        kept_conditions = old.get("conditions") or {}
+        doc["conditions"] = {**{m: kept_conditions[m] for m in kept if m in kept_conditions}, **doc["conditions"]}
         if not llm_methods:  # an LLM-free method re-recorded says nothing about the LLM methods' profile
             doc["profile"] = old["profile"]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +281,8 @@ def load(path: Path) -> Showcase:
     dates = sorted(set(by_day.values())) or [doc["recorded_at"]]
     when = dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}"  # an --update kept older runs
     sc = Showcase(doc["kb"], when, doc["model"], doc["profile"], doc["methods"], [],
-                  versions=dict(doc.get("recorded_with") or {}), dates=dict(by_day))
+                  versions=dict(doc.get("recorded_with") or {}), dates=dict(by_day),
+                  conditions=dict(doc.get("conditions") or {}))
     notes = {m: f"recorded with {sc.recorded_by(m)}; its code or prompts changed since" for m in stale}
     sc.items = [Recorded(it["question"], it.get("hops"), it["gold"],
                          {m: RunResult.from_dict(r) for m, r in it["runs"].items()}, dict(stale), dict(notes))

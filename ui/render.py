@@ -22,15 +22,18 @@ from retrieval.trace.html import (
     esc,
     grid_html,
     live_html,
+    machine_text,
     payload_html,
     ranking_html,
+    shared_machine,
     stage_html,
 )
 
 __all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
            "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "first_map", "graph_iframe", "grid_html",
-           "hop_maps", "live_html", "payload_html", "ranking_html", "stage_html", "vis_file"]
+           "hop_maps", "live_html", "machine_text", "payload_html", "ranking_html", "shared_machine", "stage_html",
+           "vis_file"]
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult, Stage, Subgraph
 
@@ -195,7 +198,11 @@ def comparison_figure(runs: dict[str, RunResult], gold: set[str]):
 
     has_gold = bool(gold)
     domains = [(0.0, 0.56), (0.62, 0.80), (0.86, 1.0)] if has_gold else [(0.0, 0.7), (0.78, 1.0)]
-    titles = ["stage timeline (ms)", "tokens in / out"] + (["recall@k"] if has_gold else [])
+    where = sorted({machine_text(r) for r in runs.values() if r.stages})
+    # The timeline's times are read against the machine that took them; one line names it.
+    where_line = where[0] if len(where) == 1 else "measured on different machines: each column names its own"
+    titles = [f"stage timeline (ms)<br><span style='font-size:12px'>{esc(where_line)}</span>", "tokens in / out"] \
+        + (["recall@k"] if has_gold else [])
     data = []
     for method, run in runs.items():
         if not run.stages:
@@ -209,7 +216,7 @@ def comparison_figure(runs: dict[str, RunResult], gold: set[str]):
     names = list(runs)
     data.append(go.Bar(x=names, y=[runs[n].tokens_in for n in names], name="tokens in", xaxis="x2", yaxis="y2"))
     data.append(go.Bar(x=names, y=[runs[n].tokens_out for n in names], name="tokens out", xaxis="x2", yaxis="y2"))
-    layout = dict(height=320, barmode="overlay", margin=dict(l=10, r=10, t=40, b=10),
+    layout = dict(height=330, barmode="overlay", margin=dict(l=10, r=10, t=56, b=10),
                   xaxis=dict(domain=domains[0]), yaxis=dict(anchor="x"),
                   xaxis2=dict(domain=domains[1], anchor="y2"), yaxis2=dict(anchor="x2"),
                   annotations=[dict(text=t, x=sum(d) / 2, y=1.0, xref="paper", yref="paper", xanchor="center",

@@ -5,6 +5,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..core import idle
 from ..core.errors import ConfigError
 from .common import _context, _llm_args
 
@@ -19,6 +20,9 @@ def add_parsers(sub) -> None:
     rs.add_argument("--update", action="store_true",
                     help="re-record only --methods into the existing recording (its questions, its model); "
                          "keep the other methods' runs")
+    rs.add_argument("--allow-load", action="store_true",
+                    help="record on a machine that is not idle; its runs are marked 'under load' on the page "
+                         "(by default a busy machine is refused: its latencies would not be the methods')")
     _llm_args(rs)
 
 
@@ -32,6 +36,11 @@ def cmd_record_showcase(args) -> int:
     questions = choose_questions(ctx.store.questions(), args.questions)
     if not questions:
         raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
+    busy = idle.check_before()
+    if busy and not args.allow_load:
+        raise ConfigError("this machine is not idle (" + "; ".join(busy) + "): the recording's latencies would "
+                          "not be the methods'. Stop the other work and try again, or pass --allow-load to record "
+                          "it marked 'under load'")
     ctx.warm()
     t0 = time.time()
     failed: list[str] = []
@@ -50,6 +59,16 @@ def cmd_record_showcase(args) -> int:
                  version=code_version())
     print(f"wrote {out} ({len(asked)} questions × {len(methods)} methods, {time.time() - t0:.0f} s, "
           f"LLM {ctx.llm.describe()})")
+    from ..showcase import load
+
+    cond = load(out).conditions[methods[0]]
+    print(f"{'recorded on ' + cond['machine']}, {cond['verdict']}: load average {cond['load1_before']} at the start, "
+          f"others' CPU up to {cond['others_cpu_max']}, calibration {cond['calibration_ms'][0]} → "
+          f"{cond['calibration_ms'][1]} ms" + (f" ({'; '.join(cond['reasons'])})" if cond["reasons"] else ""))
+    if cond["verdict"] != "idle" and not args.allow_load:
+        print("hoptrace: error: the machine got busy during the recording; its runs are marked 'under load'. "
+              "Record again on an idle machine before committing it", file=sys.stderr)
+        return 1
     if failed:
         # Written anyway, to be looked at, but not to be shipped as is: a visitor would see
         # the errors as the method's behaviour.

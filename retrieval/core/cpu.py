@@ -3,10 +3,12 @@
 at near-ties all belong to this CPU (docs/profiles.md)."""
 from __future__ import annotations
 
+import functools
 import os
 import platform
 
 
+@functools.lru_cache(maxsize=1)   # every run is stamped with it: read /proc/cpuinfo once
 def _cpuinfo() -> tuple[str, frozenset]:
     """The first processor's model name and flags from /proc/cpuinfo ("" and none elsewhere)."""
     model, flags = "", None
@@ -32,6 +34,6 @@ def flags() -> frozenset:
 def describe() -> str:
     """Model, cores and widest vector unit, e.g. 'AMD EPYC · 2 cores · avx2'."""
     model, have = _cpuinfo()
-    units = [u for u in ("amx_tile", "avx512f", "avx2") if u in have]
+    units = [u for u in ("amx_tile", "avx512_bf16", "avx512f", "avx2") if u in have]
     return " · ".join(x for x in (model or platform.processor() or platform.machine(),
                                   f"{os.cpu_count()} cores", units[0] if units else "") if x)

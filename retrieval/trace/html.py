@@ -163,6 +163,18 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "",
             f"{inside}</details>")
 
 
+def machine_text(run: RunResult) -> str:
+    """Where a run's latencies were measured, as its column and timeline say it: a time without its
+    machine cannot be read (machines here differ 2x), nor one taken beside other work."""
+    if not run.machine:
+        return "on a machine not recorded"
+    if run.load == "idle":
+        return f"recorded on {run.machine}, idle"
+    if run.load:
+        return f"recorded on {run.machine}, {run.load}: slower than alone"
+    return f"on {run.machine}"
+
+
 def _latency(ms: float, reused: float) -> str:
     """A latency, naming the part reused from another method of the request (trace.charge_reused)."""
     if reused <= 0:
@@ -240,13 +252,14 @@ def live_html(st: Stage) -> str:
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],
                 running: bool, live: Optional[Stage] = None, graph_links: bool = True,
                 cache: Optional[dict] = None, note: str = "", titles: Optional[dict] = None,
-                bodies: bool = True) -> str:
+                bodies: bool = True, machine: bool = True) -> str:
     """`graph_links`: each stage's graph size is a link that draws it (the Ask tab's columns).
     `bodies=False`: each stage's line without its body (`stage_html`).
     `cache`: a finished stage does not change, so a live view renders each one once, not once
     an update (keyed by the stage object, which the cache's owner keeps alive). `note`: a line
     under the name (a recording made by other code says so). `titles`: the KB's passage titles,
-    for a missed gold passage no stage drew."""
+    for a missed gold passage no stage drew. `machine=False`: the grid names the machine once, for
+    every column (`shared_machine`), so the header keeps its height."""
     head = f"<h3>{esc(method)}</h3>" + (f"<div class='ht-stale'>{esc(note)}</div>" if note else "")
     if run is not None:
         status = "ok" if run.status == "ok" else f"<span class='ht-err'>error: {esc(run.error)}</span>"
@@ -254,6 +267,8 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
         cost = f" · {esc(cost_text(run.cost))}" if run.cost else ""
         head += (f"<div class='ht-meta'>{status} · {_latency(run.latency_ms, reused)} · tokens {run.tokens_in}/"
                  f"{run.tokens_out}{cost}</div>")
+        if machine:
+            head += f"<div class='ht-meta ht-machine'>{esc(machine_text(run))}</div>"
         if run.answer is not None:
             head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
     elif running:
@@ -273,8 +288,17 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
     return f"<div class='ht-col' data-method='{esc(method)}'>{head}{body}{tail}</div>"
 
 
-def grid_html(columns: Iterable[str], session_id: str = "") -> str:
-    return f"<style>{CSS}</style><div class='ht-grid' data-session='{esc(session_id)}'>{''.join(columns)}</div>"
+def shared_machine(runs: Iterable[Optional[RunResult]]) -> str:
+    """The one `machine_text` every run has, or "" when they differ (each column then names its own)."""
+    texts = {machine_text(r) for r in runs if r is not None}
+    return texts.pop() if len(texts) == 1 else ""
+
+
+def grid_html(columns: Iterable[str], session_id: str = "", machine: str = "") -> str:
+    """`machine`: where every column's times were measured (`shared_machine`), one line above them."""
+    where = f"<div class='ht-meta ht-machine' id='grid-machine'>Times {esc(machine)}</div>" if machine else ""
+    return (f"<style>{CSS}</style>{where}<div class='ht-grid' data-session='{esc(session_id)}'>"
+            f"{''.join(columns)}</div>")
 
 
 def error_html(message: str) -> str:

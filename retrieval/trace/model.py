@@ -26,6 +26,7 @@ from typing import Any, Callable, ClassVar, Iterator, Optional
 
 import orjson
 
+from ..core import cpu
 from ..core.errors import HopTraceError
 
 NODE_TYPES = ("question", "query", "passage", "entity", "triple", "event", "proposition", "subquestion")
@@ -193,6 +194,10 @@ class RunResult:
     gold: list[str] = field(default_factory=list)  # when the caller knows them (notebook API)
     cost: Optional[dict] = None        # retrieval/llm/prices.py Cost: model, usd (None = price unknown), source, cpu_s
     repetition: Optional[int] = None   # `bench --repeat N`: which of the N runs of this question this is (1-based)
+    # Where its latencies were measured: every run made in this process is stamped with this CPU
+    # ("AMD EPYC · 2 cores · avx2"); a run read back keeps what it had ("" = not recorded).
+    machine: str = field(default_factory=lambda: cpu.describe())
+    load: str = ""                     # a recorder's verdict on the machine: "idle", "under load"; "" = not checked
 
     @property
     def tokens_in(self) -> int:
@@ -234,6 +239,7 @@ class RunResult:
                 st.subgraph = Subgraph([Node(**n) for n in g["nodes"]], [Edge(**e) for e in g["edges"]])
             stages.append(st)
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k not in ("stages", "ranked")}
+        fields.setdefault("machine", "")   # made elsewhere or before runs named their machine: unknown, not ours
         return cls(**fields, ranked=[RankedPassage(**r) for r in d.get("ranked", [])], stages=stages)
 
 

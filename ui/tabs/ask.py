@@ -33,10 +33,12 @@ DEFAULT_METHODS = ["composed", "griever"]
 
 
 def _columns(prog, titles=None) -> str:
+    common = render.shared_machine(prog.runs.values())
     return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
                                                 running=not prog.done and m not in prog.runs,
-                                                live=prog.live.get(m), cache=prog.html, titles=titles)
-                             for m in prog.methods), prog.session_id)
+                                                live=prog.live.get(m), cache=prog.html, titles=titles,
+                                                machine=not common)
+                             for m in prog.methods), prog.session_id, machine=common)
 
 
 

@@ -59,21 +59,25 @@ def _showcase_grid(sc, item, titles: Optional[dict] = None, bodies: bool = True)
     """A recorded question's columns: every method's run, those recorded by other code labelled
     with the version that recorded them and what changed since. `bodies=False`: the stages'
     lines alone (the first view's, in the page's config; the bodies follow at load)."""
-    note = (f"<div class='ht-recorded' id='recorded-banner'>▶ Recorded, not live: {render.esc(sc.banner)}. "
+    note = (f"<div class='ht-recorded' id='recorded-banner' title='{render.esc(sc.model)}'>▶ Recorded, not live: "
+            f"{render.esc(sc.banner)}. "
             f"<b>Run live</b> runs it now.</div>")
     if item.stale:
         note += ("<div class='ht-stale' id='stale-banner'>⚠ Recorded by earlier code: "
                  + ", ".join(render.esc(m) for m in item.stale) + ". Shown as recorded, each column says which "
                  "version recorded it (<code>hoptrace record-showcase --update</code> records it again).</div>")
+    # The banner names the machine (sc.banner): the columns say it only where one differs.
     return note + _stored_grid(paper_order(item.runs), set(item.gold), notes=item.notes, titles=titles,
-                               bodies=bodies)
+                               bodies=bodies, banner_names_machine=True)
 
 
 def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True, notes: Optional[dict] = None,
-                 titles: Optional[dict] = None, bodies: bool = True) -> str:
-    return render.grid_html(render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links,
-                                               note=(notes or {}).get(m, ""), titles=titles, bodies=bodies)
-                            for m, r in runs.items())
+                 titles: Optional[dict] = None, bodies: bool = True, banner_names_machine: bool = False) -> str:
+    common = render.shared_machine(runs.values())
+    return render.grid_html((render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links,
+                                                note=(notes or {}).get(m, ""), titles=titles, bodies=bodies,
+                                                machine=not common) for m, r in runs.items()),
+                            machine="" if banner_names_machine else common)
 
 
 def _gold_titles(state, kb: str, gold) -> dict:

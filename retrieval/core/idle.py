@@ -1,0 +1,164 @@
+"""Whether this machine was idle while figures were taken, so a latency a visitor reads names the
+conditions it was measured under.
+
+Two signals, because each alone misleads:
+- other processes' CPU time, read from /proc while the work runs: our own process tree (the
+  embedded model's server included) is left out, so a recording that keeps both cores busy is
+  still idle, and a test suite beside it is not. The load average cannot tell those apart.
+- a calibration: a fixed single-threaded workload timed before and after. A machine that got
+  slower in between (another tenant, thermal limits) shows it even where /proc is not readable.
+
+Where /proc is missing (not Linux), only the load average before and the calibration count.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from . import cpu
+
+# Others' share of all cores above which a recording is "under load": a browser test or a
+# second benchmark takes 30-100 %; a shell, an editor and the kernel's threads stay under 5 %.
+OTHERS_MAX = 0.10
+# The load average per core a recording may start under: the minute before must have been quiet.
+LOAD_MAX_PER_CORE = 0.35
+# The calibration's slow-down, after against before, that counts as contention.
+CALIBRATION_MAX_RATIO = 1.25
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def calibrate(repeat: int = 3) -> float:
+    """Milliseconds for a fixed single-threaded workload (integer and float arithmetic, list
+    work), the fastest of `repeat` runs: ~60 ms on a 2-core EPYC."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        acc, xs = 0.0, []
+        for i in range(200_000):
+            acc += (i * 7 % 13) * 0.5
+            if i % 50 == 0:
+                xs.append(acc)
+        xs.sort()
+        best = min(best, (time.perf_counter() - t0) * 1000)
+    return round(best, 2)
+
+
+def _proc_table() -> Optional[dict[int, tuple[int, int]]]:
+    """pid → (parent pid, CPU ticks used so far), or None where /proc cannot be read."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                raw = f.read().decode(errors="replace")
+        except OSError:
+            continue   # ended between the listing and the read
+        rest = raw[raw.rfind(")") + 2:].split()   # the name may hold spaces and parentheses
+        out[pid] = (int(rest[1]), int(rest[11]) + int(rest[12]))
+    return out
+
+
+def _own_tree(table: dict[int, tuple[int, int]]) -> set[int]:
+    mine, grew = {os.getpid()}, True
+    while grew:
+        new = {pid for pid, (ppid, _) in table.items() if ppid in mine} - mine
+        grew = bool(new)
+        mine |= new
+    return mine
+
+
+class Watch:
+    """Samples other processes' CPU time while a block runs: `with Watch() as w: ...` then
+    `w.conditions` (read after the block)."""
+
+    def __init__(self, interval_s: float = 2.0):
+        self.interval_s = interval_s
+        self.samples: list[float] = []        # others' share of all cores, per interval
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.conditions: Optional[Conditions] = None
+
+    def __enter__(self) -> "Watch":
+        self._load = _load1()
+        self._calib = calibrate()
+        self._thread = threading.Thread(target=self._loop, name="idle-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        prev, t_prev = _proc_table(), time.monotonic()
+        while not self._stop.wait(self.interval_s):
+            cur, now = _proc_table(), time.monotonic()
+            if prev is None or cur is None:
+                return
+            mine = _own_tree(cur) | _own_tree(prev)
+            used = sum(t - prev[pid][1] for pid, (_, t) in cur.items() if pid not in mine and pid in prev)
+            # A process born in the interval counts whole: a test suite starting is load too.
+            used += sum(t for pid, (_, t) in cur.items() if pid not in mine and pid not in prev)
+            self.samples.append(max(0.0, used / _TICK / ((now - t_prev) * (os.cpu_count() or 1))))
+            prev, t_prev = cur, now
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.conditions = judge(self._load, self._calib, calibrate(), self.samples)
+
+
+@dataclass
+class Conditions:
+    """What a recording was measured under, and the verdict a page shows beside its latencies."""
+    machine: str                       # cpu.describe(): "AMD EPYC · 2 cores · avx2"
+    load1_before: Optional[float]      # the 1-minute load average when it started
+    calibration_ms: tuple[float, float]   # before, after
+    others_cpu_max: Optional[float]    # other processes' largest share of all cores in an interval
+    others_cpu_mean: Optional[float]
+    verdict: str                       # "idle" or "under load"
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """"recorded on AMD EPYC · 2 cores · avx2, idle"."""
+        return f"recorded on {self.machine}, {self.verdict}"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _load1() -> Optional[float]:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def judge(load1: Optional[float], calib_before: float, calib_after: float, samples: list[float],
+          cores: Optional[int] = None) -> Conditions:
+    """The verdict from the readings: each threshold crossed is a reason."""
+    cores = cores or os.cpu_count() or 1
+    reasons = []
+    if load1 is not None and load1 > LOAD_MAX_PER_CORE * cores:
+        reasons.append(f"load average {load1:.2f} on {cores} cores when it started")
+    if samples and max(samples) > OTHERS_MAX:
+        reasons.append(f"other processes took up to {max(samples):.0%} of the CPU")
+    if calib_before > 0 and calib_after / calib_before > CALIBRATION_MAX_RATIO:
+        reasons.append(f"the calibration took {calib_after / calib_before:.2f}x as long after as before")
+    return Conditions(cpu.describe(), load1, (calib_before, calib_after),
+                      round(max(samples), 3) if samples else None,
+                      round(sum(samples) / len(samples), 3) if samples else None,
+                      "under load" if reasons else "idle", reasons)
+
+
+def check_before() -> list[str]:
+    """Why this machine is not idle now (empty when it is): the load average and a short look at
+    other processes' CPU, so a recording can refuse before it spends an hour."""
+    w = Watch(interval_s=1.0)
+    with w:
+        time.sleep(2.2)
+    return w.conditions.reasons if w.conditions else []

@@ -1,0 +1,124 @@
+"""True latencies: every run names the machine it ran on, and a recording checks that the machine
+was idle before and while it ran (retrieval/core/idle.py). Load is simulated by a busy process
+outside this process's tree, as a second benchmark or a test suite beside a recording would be."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from llm_double import scripted_llm
+
+from retrieval import showcase
+from retrieval.core import cpu, idle
+from retrieval.trace.html import column_html, machine_text
+from retrieval.trace.model import RunResult
+
+ENTS = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
+
+
+@pytest.fixture()
+def busy():
+    """A process spinning one core for a few seconds, orphaned so it is not in our process tree
+    (a child of ours would count as our own work). Ends by itself; killed by its pid after."""
+    launcher = ("import subprocess, sys\n"
+                f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(s=12)!r}], start_new_session=True, "
+                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                "print(p.pid)\n")
+    pid = int(subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True).stdout)
+    time.sleep(0.3)
+    yield pid
+    try:
+        import os
+        import signal
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_the_verdict_names_each_threshold_crossed():
+    quiet = idle.judge(0.1, 60.0, 61.0, [0.01, 0.02], cores=2)
+    assert quiet.verdict == "idle" and quiet.reasons == []
+    assert quiet.label == f"recorded on {cpu.describe()}, idle"
+    loaded = idle.judge(1.9, 60.0, 90.0, [0.02, 0.45], cores=2)
+    assert loaded.verdict == "under load"
+    assert [r.split()[0] for r in loaded.reasons] == ["load", "other", "the"], loaded.reasons
+    assert "45%" in loaded.reasons[1] and "1.50x" in loaded.reasons[2]
+
+
+def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):
+    with idle.Watch(interval_s=0.5) as w:
+        time.sleep(1.6)
+    assert w.conditions.verdict == "under load" and w.conditions.others_cpu_max > idle.OTHERS_MAX
+    assert any("other processes" in r for r in w.conditions.reasons)
+
+
+def test_our_own_work_does_not_count_as_load():
+    """A recording's own threads and children (the model's server) keep the cores busy: idle."""
+    child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
+    try:
+        table = idle._proc_table()
+        assert child.pid in idle._own_tree(table)
+        with idle.Watch(interval_s=0.5) as w:
+            time.sleep(1.1)
+    finally:
+        child.wait()
+    # Our child spun a whole core throughout; anything it was counted for would be >= 50 % here.
+    assert w.samples and max(w.samples) < 0.45, w.samples
+
+
+def test_a_recording_on_a_loaded_machine_is_refused_or_marked(ctx, small_kb, tmp_path, busy, capsys):
+    from retrieval.cli import main
+
+    argv = ["record-showcase", "--kb", str(small_kb), "--methods", "composed", "--questions", "1",
+            "--out", str(tmp_path / "refused.json.gz")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not idle" in err and "other processes took up to" in err and "--allow-load" in err
+    assert not (tmp_path / "refused.json.gz").exists()
+    # Allowed, the recording is made and every run and the page say it was under load.
+    llm, _ = scripted_llm({"query entities": [ENTS]})
+    out = showcase.record(dataclasses.replace(ctx, llm=llm), "small", showcase.choose_questions(
+        ctx.store.questions(), 1), ["composed"], k=5, out=tmp_path / "loaded.json.gz")
+    sc = showcase.load(out)
+    assert sc.conditions["composed"]["verdict"] == "under load"
+    run = sc.items[0].runs["composed"]
+    assert run.load == "under load" and run.machine == cpu.describe()
+    html = column_html("composed", run.stages, run, set(sc.items[0].gold), running=False)
+    assert f"recorded on {cpu.describe()}, under load" in html
+
+
+def test_every_run_names_its_machine_and_a_run_read_back_keeps_what_it_had(ctx, tmp_path):
+    from retrieval.methods import make_method
+    from traces.storage.store import TraceStore
+
+    run = make_method("bm25", ctx).run("Who published Journal of Mathematical Physics?", k=3)
+    assert run.machine == cpu.describe() and run.load == ""
+    assert machine_text(run) == f"on {cpu.describe()}"
+    store = TraceStore(tmp_path / "traces.sqlite")   # a real SQLite file, read back as the Traces tab does
+    again, _ = store.load_run(store.save_run(store.new_session("small"), "small", run))
+    assert again.machine == run.machine
+    old = run.to_dict()
+    del old["machine"]   # a run stored before runs named their machine
+    unknown = RunResult.from_dict(old)
+    assert unknown.machine == "" and machine_text(unknown) == "on a machine not recorded"
+    assert machine_text(dataclasses.replace(run, load="idle")) == f"recorded on {cpu.describe()}, idle"
+    assert cpu.describe().count(" · ") == 2 and "cores" in cpu.describe()
+
+
+def test_a_grid_names_a_shared_machine_once_and_a_different_one_per_column(ctx):
+    from retrieval.methods import make_method
+    from ui.tabs.shared import _stored_grid
+
+    q = "Who published Journal of Mathematical Physics?"
+    a, b = (make_method(m, ctx).run(q, k=3) for m in ("bm25", "dense"))
+    same = _stored_grid({"bm25": a, "dense": b}, set())
+    assert same.count("ht-machine") == 1 and f"Times on {cpu.describe()}" in same
+    b.machine = "<img src=x onerror=alert(1)> · 64 cores · avx512f"   # another machine, and hostile text
+    apart = _stored_grid({"bm25": a, "dense": b}, set())
+    assert "grid-machine" not in apart and apart.count("class='ht-meta ht-machine'") == 2
+    assert "<img" not in apart and "&lt;img src=x onerror=alert(1)&gt; · 64 cores" in apart

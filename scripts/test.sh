@@ -22,10 +22,19 @@ unset HOPTRACE_LLM HOPTRACE_LLM_MODEL HOPTRACE_LLM_API_KEY HOPTRACE_LLM_CACHE HO
       HOPTRACE_DRAFT_TOKENS HOPTRACE_PUBLIC HOPTRACE_TRACES HOPTRACE_ONNX HOPTRACE_ES_KBS
 # Tests build their KBs under a fresh home, never the user's.
 export HOPTRACE_HOME="${HOPTRACE_TEST_HOME:-$(mktemp -d)}"
-.venv/bin/python -m pytest -q -rs "$@"
-rc=$?
+# The 15 slowest tests and the suite's wall time close every run, so each run shows where the
+# time goes (the budget is 8 minutes on 2 cores, set-up excluded: docs/measurements/suite.md).
+log=$(mktemp)
+start=$(date +%s)
+.venv/bin/python -m pytest -q -rs --durations=15 "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
 if [ $rc -eq 5 ]; then
   echo "error: pytest collected no tests (exit 5); the suite must not be empty" >&2
   exit 1
 fi
+echo "suite wall time: $(( $(date +%s) - start )) s (set-up excluded) on $(.venv/bin/python -c \
+  'from retrieval.core.cpu import describe; print(describe())')"
+# pytest's closing line once more, last: the line a reader (and CI) looks for.
+grep -E "^(=+ )?[0-9]+ (passed|failed)|^(=+ )?(no tests ran|[0-9]+ error)" "$log" | tail -1
+rm -f "$log"
 exit $rc

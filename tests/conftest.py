@@ -10,6 +10,10 @@ import pytest
 os.environ.setdefault("HOPTRACE_HOME", tempfile.mkdtemp(prefix="hoptrace-test-"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Forced, not defaulted: a test's "local" LLM is the suite's model whatever the shell says (tests/embedded.py).
+from embedded import TEST_MODEL  # noqa: E402
+
+os.environ["HOPTRACE_LLM_MODEL"] = TEST_MODEL
 
 from retrieval.corpus import load_corpus, load_questions  # noqa: E402
 from retrieval.corpus.datasets import get_dataset  # noqa: E402
@@ -66,3 +70,11 @@ def small_store(small_kb):
 def ctx(small_store, embedder):
     from retrieval.methods import Context
     return Context(small_store, embedder)
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory):
+    """A real Arize Phoenix on a free loopback port, started once (~19 s) for the session."""
+    from phoenix_server import phoenix_server
+
+    yield from phoenix_server(tmp_path_factory)

@@ -1,7 +1,9 @@
-"""GEAR with the real embedded model (llama.cpp, Qwen2.5-Coder-1.5B) on one short question."""
+"""GEAR with the real embedded model (llama.cpp, the suite's Qwen2.5-Coder: tests/embedded.py) on one short
+question."""
 import dataclasses
 
 import pytest
+from embedded import TEST_MODEL
 
 from retrieval.llm import LLMSettings, get_llm
 from retrieval.methods import make_method
@@ -21,7 +23,7 @@ def test_gear_with_the_embedded_model(ctx, llm):
     assert run.status == "ok", run.error
     read = next(s for s in run.stages if s.name == "read_1")
     call = read.llm_calls[0]
-    assert call.model == "qwen2.5-coder-1.5b" and call.tokens_in > 100 and call.tokens_out > 0
+    assert call.model == TEST_MODEL and call.tokens_in > 100 and call.tokens_out > 0
     assert "Journal of Psychotherapy Integration" in call.prompt
     # the model produced well-formed triples (grammar-constrained) or said it found none
     assert read.status in ("ok", "empty")

@@ -2,6 +2,7 @@
 import dataclasses
 
 import pytest
+from embedded import TEST_MODEL
 
 from retrieval.llm import LLMSettings, get_llm
 from retrieval.methods import make_method
@@ -18,5 +19,5 @@ def test_grasp_with_the_embedded_model(ctx):
     assert 1 <= len(plan["sub_questions"]) <= 2
     assert any(s.name == "synthesis" for s in run.stages) and run.answer
     calls = [c for s in run.stages for c in s.llm_calls]
-    assert calls and all(c.model == "qwen2.5-coder-1.5b" and c.tokens_in > 0 for c in calls)
+    assert calls and all(c.model == TEST_MODEL and c.tokens_in > 0 for c in calls)
     assert run.ranked

@@ -92,8 +92,12 @@ def test_response_cache_is_a_real_sqlite_file_and_makes_repeats_free(tmp_path):
     assert reopened.get("k").tokens_out == 2 and len(reopened) == 2
 
 
-def test_settings_parse_specs_and_reject_bad_ones():
+def test_settings_parse_specs_and_reject_bad_ones(monkeypatch):
+    monkeypatch.delenv("HOPTRACE_LLM_MODEL")   # the suite's model (tests/embedded.py); a user's default is the 1.5B
     assert LLMSettings.parse("local").model == "qwen2.5-coder-1.5b"
+    monkeypatch.setenv("HOPTRACE_LLM_MODEL", "qwen2.5-coder-0.5b")
+    assert LLMSettings.parse("local").model == "qwen2.5-coder-0.5b"
+    monkeypatch.delenv("HOPTRACE_LLM_MODEL")   # an endpoint without a model name must be refused below
     assert LLMSettings.parse("local:qwen2.5-coder-0.5b").model == "qwen2.5-coder-0.5b"
     assert LLMSettings.parse("none").backend == "none"
     s = LLMSettings.parse("http://127.0.0.1:8000/v1/", model="qwen")
@@ -134,3 +138,28 @@ def test_an_answer_cut_off_at_max_tokens_says_so():
     with pytest.raises(LLMOutputError, match="cut off at the 8-token limit"):
         llm.json(None, "cut", [{"role": "user", "content": "list"}], {"type": "object"}, validate=has_items,
                  max_tokens=8)
+
+
+@pytest.mark.slow
+def test_the_default_model_is_assembled_checked_and_answers(monkeypatch):
+    """The suite runs its LLM tests on the 0.5B (tests/embedded.py); what every user runs is the
+    1.5B: assembled from its part packages with its size and SHA-256 checked, started as the
+    server child, answering a schema-constrained request."""
+    from retrieval.llm import get_llm
+    from retrieval.llm.models import DEFAULT_MODEL, MODELS, model_file
+
+    monkeypatch.delenv("HOPTRACE_LLM_MODEL")
+    monkeypatch.setenv("HOPTRACE_LLM_CACHE", "0")
+    assert DEFAULT_MODEL == "qwen2.5-coder-1.5b"
+    path = model_file()
+    assert path.stat().st_size == MODELS[DEFAULT_MODEL].size
+    llm = get_llm(LLMSettings.parse("local")).start()
+    try:
+        schema = {"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}
+        out = llm.json(None, "default model check",
+                       [{"role": "user", "content": "What is the capital of France? Answer as JSON."}], schema,
+                       max_tokens=20)
+        assert "paris" in out["capital"].lower()
+        assert "qwen2.5-coder-1.5b" in llm.describe()
+    finally:
+        llm.stop()   # the suite's other tests use the 0.5B: this one's memory goes back

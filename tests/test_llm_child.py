@@ -27,7 +27,7 @@ PARENT = textwrap.dedent("""
     from retrieval.llm import LLMSettings
     from retrieval.llm.backends import EmbeddedLlamaCpp
     box = {}
-    settings = LLMSettings(backend="local", n_ctx=512)
+    settings = LLMSettings(backend="local", model=os.environ["HOPTRACE_LLM_MODEL"], n_ctx=512)  # the suite's
     t = threading.Thread(target=lambda: box.update(srv=EmbeddedLlamaCpp.shared(settings)))
     t.start(); t.join()
     print(box["srv"].proc.pid, flush=True)

@@ -3,6 +3,7 @@ grow to ~23 GB), and a state restored from the slim form continues exactly like 
 from __future__ import annotations
 
 import pytest
+from embedded import TEST_MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +14,7 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
     from retrieval.llm import patches
     from retrieval.llm.models import model_file
 
-    path = str(model_file())
+    path = str(model_file(TEST_MODEL))
     fresh = Llama(path, n_ctx=2048, n_threads=2, verbose=False)
     shared = "Facts: the Marlowe Press was founded in Leeds in 1911 by Ada Quent. " * 6
     p2 = shared + "Question: who founded the Marlowe Press? Answer:"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from embedded import TEST_MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +22,7 @@ def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     from retrieval.llm.models import model_file
 
     original = Llama._init_sampler
-    llm = Llama(str(model_file()), n_ctx=1024, n_threads=2, verbose=False)
+    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=1024, n_threads=2, verbose=False)
     grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
     prompt = chatml([{"role": "user", "content":
                       'Give 4 facts about Lyon as JSON {"triples": [[subject, predicate, object], ...]}.'}])

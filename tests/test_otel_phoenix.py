@@ -1,15 +1,11 @@
 """A real Arize Phoenix receives HopTrace's spans: stored GRIEVER, SAG and GRASP runs sent with
 `hoptrace export --otlp`, and a run sent live as it is stored; Phoenix's own REST API is read back.
 
-Phoenix runs from .venv-phoenix (scripts/setup.sh --test installs it there: its ~850 MB of pinned
-packages stay out of the app's environment), on a free loopback port, stopped by its pid.
+Phoenix is the session's (tests/phoenix_server.py, the `phoenix` fixture in conftest.py).
 """
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import time
 import urllib.request
 from collections import Counter
@@ -27,57 +23,12 @@ from traces.storage.store import TraceStore
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-PHOENIX_PY = Path(os.environ.get("HOPTRACE_PHOENIX_PYTHON", ROOT / ".venv-phoenix" / "bin" / "python"))
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory):
-    if not PHOENIX_PY.exists():
-        pytest.fail(f"{PHOENIX_PY} is missing: `bash scripts/setup.sh --test` installs Phoenix for these tests")
-    work = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
-    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(_free_port()), "PHOENIX_WORKING_DIR": str(work),
-           "PHOENIX_TELEMETRY_ENABLED": "false"}
-    log = open(work / "phoenix.log", "wb")
-    proc = subprocess.Popen([str(PHOENIX_PY), "-m", "phoenix.server.main", "serve"], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"Phoenix exited with {proc.returncode}: {(work / 'phoenix.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("Phoenix did not answer within 180 s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 def phoenix_spans(url: str, tid: int, expect: int, wait_s: float = 60.0) -> list[dict]:

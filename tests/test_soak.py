@@ -14,7 +14,7 @@ def test_a_short_soak_reports_no_error_no_lost_or_mixed_trace(small_kb):
     demo = kb_dir() / "demo.sqlite"
     if not demo.exists():
         shutil.copyfile(small_kb, demo)
-    res = soak(minutes=0.3, users=3, llm_users=0, llm="none", cap_mb=20)
+    res = soak(minutes=0.2, users=3, llm_users=0, llm="none", cap_mb=20)
     assert res["errors"] == 0 and res["refused"] == 0, res
     assert res["answered"] >= 3 and res["lost"] == 0 and res["mixed_runs"] == 0
     assert res["sessions_missing_runs"] == 0 and res["db_under_cap"]

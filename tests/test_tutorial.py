@@ -2,8 +2,8 @@
 shell, on the tiny corpus the repository ships (examples/tiny/), in a fresh HopTrace home.
 
 The one change made to the page's text: the Phoenix address (`127.0.0.1:6006`) becomes a real
-Phoenix started for the test on a free port (from .venv-phoenix, as test_otel_phoenix does), whose
-REST API is then read back for the exported spans.
+Phoenix on a free port (the session's, shared with test_otel_phoenix: only the spans this export
+adds count), whose REST API is then read back for the exported spans.
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_otel_phoenix import phoenix  # noqa: F401  (the fixture: a real Phoenix on a free port)
-
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial.md"
@@ -30,7 +28,12 @@ def tutorial_script() -> str:
     return "\n".join(blocks)
 
 
-def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):  # noqa: F811
+def _span_ids(phoenix: str) -> set[str]:
+    with urllib.request.urlopen(f"{phoenix}/v1/projects/default/spans?limit=1000", timeout=10) as r:
+        return {s["context"]["span_id"] for s in json.loads(r.read())["data"]}
+
+
+def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):
     work = tmp_path / "session"
     work.mkdir()
     for name in (".venv", "examples"):  # the commands' relative paths, without writing into the repo
@@ -41,6 +44,8 @@ def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):  # noqa: F811
     env = {**os.environ, "HOPTRACE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     env.pop("HOPTRACE_TRACES", None)
     # -e: a failing command fails the test; -x: the log shows which one.
+    # The session's Phoenix (conftest.py) may hold other tests' spans: only those this export adds count.
+    before = _span_ids(phoenix)
     proc = subprocess.run(["bash", "-e", "-x", "-c", script], cwd=work, env=env, capture_output=True, text=True,
                           timeout=1500)
     log = proc.stdout + proc.stderr
@@ -66,7 +71,7 @@ def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):  # noqa: F811
     # below needs has arrived (stopping at the first my_retriever span raced the rest of the batch).
     for _ in range(60):
         with urllib.request.urlopen(f"{phoenix}/v1/projects/default/spans?limit=1000", timeout=10) as r:
-            spans = json.loads(r.read())["data"]
+            spans = [sp for sp in json.loads(r.read())["data"] if sp["context"]["span_id"] not in before]
         if any(s["name"] == "my_retriever" for s in spans) and len(spans) > 20:
             break
         time.sleep(0.5)

@@ -12,12 +12,14 @@ import re
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from embedded import TEST_MODEL
 
-from ui import early_map
 from appbench.page import ARGS, CHROMIUM, free_port
+from ui import early_map
 
 pytestmark = pytest.mark.browser
 
@@ -33,25 +35,26 @@ def shots() -> Path:
 
 
 @pytest.fixture(scope="module")
-def app_url(small_corpus, embedder, tmp_path_factory):
+def app_url(small_kb, embedder, tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
+    import sqlite3
+
     from retrieval.core.paths import kb_dir
     from retrieval.core.records import Passage
-    from retrieval.corpus.datasets import get_dataset
     from retrieval.kb.build import build_kb
-    from retrieval.kb.extract.openie_import import OpenIEImport
     from retrieval.kb.extract.rules import RulesExtractor
     from ui.app import build, serve
     from ui.state import AppState
 
-    passages, questions = small_corpus
     evil = Passage.make(EVIL, "An injected title: onerror handlers must never run in HopTrace's pages.")
     home = tmp_path_factory.mktemp("browser-home")
     kb = home / "demo.sqlite"
-    build_kb(kb, passages, [OpenIEImport(get_dataset("musique").openie), RulesExtractor(("events", "propositions"),
-                                                                                         n_process=1)],
-             embedder, questions=questions, progress=False)
+    # The session's small KB (conftest.py), copied rather than built again; unnamed, as the demo
+    # KB a user builds is (its name would reach GEAR's per-dataset settings and the refusals).
+    shutil.copyfile(small_kb, kb)
+    with sqlite3.connect(kb) as con:
+        con.execute("DELETE FROM meta WHERE key = 'name'")
     build_kb(kb, [evil], [RulesExtractor(n_process=1)], embedder, progress=False)  # appended
     shutil.copyfile(kb, kb_dir() / "demo.sqlite")
     from retrieval import showcase
@@ -94,12 +97,48 @@ def _record_showcase(home: Path) -> None:
                     ["composed", "sag"], k=5)
 
 
-@pytest.fixture()
-def page(app_url):
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the module: a launch costs ~1.5 s and the module made 30. Each test opens
+    its own contexts (`_opened`), so no cookie, localStorage or page passes between tests."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+class _Contexts:
+    """The module's browser as one test sees it: what it opens is closed when the test ends."""
+
+    def __init__(self, browser):
+        self.browser, self.opened = browser, []
+
+    def new_context(self, **kw):
+        self.opened.append(self.browser.new_context(**kw))
+        return self.opened[-1]
+
+    def new_page(self, **kw):
+        return self.new_context(**kw).new_page()
+
+
+@contextmanager
+def _opened(browser):
+    ctx = _Contexts(browser)
+    try:
+        yield ctx
+    finally:
+        for c in ctx.opened:
+            c.close()
+
+
+@pytest.fixture()
+def page(chromium, app_url):
+
+    with _opened(chromium) as browser:
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         dialogs: list[str] = []
         pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -111,7 +150,6 @@ def page(app_url):
         pg.goto(app_url, wait_until="domcontentloaded")
         pg.wait_for_selector("#run", timeout=60_000)
         yield pg
-        browser.close()
 
 
 # Ask and Traces are tabs of the page at /, Benchmark, Judge and Index of the page at /lab (ui/pages.py).
@@ -349,12 +387,10 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
 Q2 = "What is the name of the waterfall in the country where the Bubye River is found?"
 
 
-def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
+def test_two_users_at_once_get_their_own_runs_and_traces(chromium, app_url, shots):
     """Two browsers ask different questions at the same moment; neither loses or mixes traces."""
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         pages = []
         for q in (Q, Q2):
             pg = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
@@ -364,7 +400,7 @@ def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
             _set_methods(pg, {"griever", "naivege"})
             pages.append(pg)
         # the header names the LLM the LLM-using methods would call
-        assert "qwen2.5-coder-1.5b" in pages[0].locator("#backends").inner_text()
+        assert TEST_MODEL in pages[0].locator("#backends").inner_text()
         for pg in pages:  # click both before waiting for either
             pg.click("#run")
         for pg in pages:
@@ -385,7 +421,6 @@ def test_two_users_at_once_get_their_own_runs_and_traces(app_url, shots):
             pg.wait_for_selector("#columns .ht-col[data-method='naivege'] .ht-stage", timeout=60_000)
             assert pg.locator("#question textarea").input_value() == q
             assert pg.locator("#columns .ht-col[data-method='griever'] .ht-stage").count() > 5
-        browser.close()
 
 
 def test_a_showcase_question_opens_at_once_from_the_recording(page, shots):
@@ -454,11 +489,9 @@ def public_url(app_url, tmp_path_factory):
     app.close()
 
 
-def test_public_mode_keeps_visitors_apart_and_names_its_caps(public_url, shots):
-    from playwright.sync_api import sync_playwright
+def test_public_mode_keeps_visitors_apart_and_names_its_caps(chromium, public_url, shots):
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         ann, bob = (browser.new_context(viewport={"width": 1400, "height": 1000}).new_page() for _ in range(2))
         for pg in (ann, bob):
             pg.goto(public_url, wait_until="domcontentloaded")
@@ -490,7 +523,6 @@ def test_public_mode_keeps_visitors_apart_and_names_its_caps(public_url, shots):
         bob.wait_for_function("document.querySelector('#columns').innerText.includes('LLM methods a request')",
                               timeout=30_000)
         assert "at most 2 LLM methods a request" in bob.locator("#columns").inner_text()
-        browser.close()
 
 
 def test_the_page_asks_nothing_outside_its_server_and_groups_methods_by_paper(page, shots):
@@ -551,15 +583,13 @@ def test_clicking_a_stage_link_shows_that_stage_in_the_hop_map_in_view(page, sho
     page.screenshot(path=str(shots / "stage-click.png"))
 
 
-def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
+def test_the_first_view_is_a_recorded_run_with_its_hop_maps(chromium, app_url, shots):
     """A fresh visitor, no click: the showcase's first question, every recorded method's column and
     hop map (the fixture's recording: composed and SAG)."""
     import time
 
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         pg = browser.new_page(viewport={"width": 1440, "height": 900})
         t0 = time.perf_counter()
         pg.goto(app_url, wait_until="domcontentloaded")
@@ -612,7 +642,6 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(app_url, shots):
         pg.wait_for_timeout(1500)
         assert {u.split("?")[0].rstrip("/").endswith("/lab") for u, _ in sent} == {False, True}, sent
         assert len({who for _, who in sent}) == 1, sent
-        browser.close()
 
 
 def _drawn_pixels(page) -> int:
@@ -631,15 +660,14 @@ def hostile_url(app_url, tmp_path_factory):
     app.close()
 
 
-def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(hostile_url, tmp_path, shots):
-    from playwright.sync_api import sync_playwright
+def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(chromium, hostile_url, tmp_path,
+                                                                                   shots):
     from test_hostile_uploads import GOOD as HOSTILE_GOOD
     from test_hostile_uploads import HOSTILE, _write
 
     from retrieval.core.paths import kb_dir
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         for i, name in enumerate(sorted(HOSTILE)):
             content, problem = HOSTILE[name]
@@ -681,7 +709,6 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
         _set_question(page, Q)
         _run(page, {"bm25"})
         assert page.locator("#columns .ht-col[data-method='bm25'] table.ht-ranking").count() == 1
-        browser.close()
 
 
 class _Listener:
@@ -713,14 +740,13 @@ class _Listener:
         self.server.server_close()
 
 
-def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shots, capfd):
+def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_path, shots, capfd):
     """Payloads in a CSV header, a duplicate id, a set name and a file name: each toast shows them
     as text, names the visitor's file and no server path; no request leaves for the address the
     payloads name, and the page asks for no image it did not ship. Each refusal logs one line."""
     import json
     import re
 
-    from playwright.sync_api import sync_playwright
 
     listener = _Listener()
     at = listener.url
@@ -744,8 +770,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
     ]
     capfd.readouterr()
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        with _opened(chromium) as browser:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             requests: list[tuple[str, str]] = []
             page.on("request", lambda r: requests.append((r.url, r.resource_type)))
@@ -778,7 +803,6 @@ def test_every_toast_quoting_a_visitors_file_is_text(hostile_url, tmp_path, shot
                     page.wait_for_timeout(700)  # the toast slides in
                     page.screenshot(path=str(shots / "toast-as-text.png"))
             page.wait_for_timeout(1500)         # anything a toast could still fetch
-            browser.close()
     finally:
         listener.close()
     assert listener.hits == [], listener.hits
@@ -974,14 +998,12 @@ def yours_url(app_url, tmp_path_factory):
     ui.ask.PLUGIN_LIMIT_S = limit
 
 
-def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any(yours_url, shots):
+def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any(chromium, yours_url, shots):
     from gradio_client import Client
-    from playwright.sync_api import sync_playwright
 
     from ui.picker import GROUPS
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         page.goto(yours_url, wait_until="domcontentloaded")
         page.wait_for_selector("#run", timeout=60_000)
@@ -1001,7 +1023,6 @@ def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any
         page.wait_for_function("document.querySelector(\"#columns .ht-col[data-method='sleepy']\").innerText"
                                ".includes('cut off after 2 s')", timeout=30_000)
         page.screenshot(path=str(shots / "yours-beside-griever.png"), full_page=True)
-        browser.close()
     # A visitor cannot name code or an address: a method name that is a URL is refused, and
     # nothing is sent to it.
     listener = _Listener()
@@ -1079,18 +1100,16 @@ def shipped_url(app_url, tmp_path_factory):
     app.close()
 
 
-def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(shipped_url, shots):
+def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(chromium, shipped_url,
+                                                                                             shots):
     """The first view's figures (appbench/hopmap.py, as `hoptrace bench-app --hop-maps` takes them):
     the recording's five methods, paper methods first; the run (hop map and columns) within two
     screens; a stage link far below the map shows its stage in the map, in view."""
     import json
 
-    from playwright.sync_api import sync_playwright
-
     from appbench.hopmap import measure_first_view
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _opened(chromium) as browser:
         figures = measure_first_view(browser, shipped_url)
         page = figures.pop("page")
         page.screenshot(path=str(shots / "stage-click-shipped.png"))
@@ -1100,4 +1119,3 @@ def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_
         assert figures["map_in_view_after_click"], figures
         assert figures["clicked_stage_overlaps"] == 0 and figures["clicked_stage_min_label_px"] >= 12
         assert figures["run_px"] <= 2 * 900, figures     # the run fits two screens
-        browser.close()

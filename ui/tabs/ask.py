@@ -365,4 +365,5 @@ def wire(shell) -> None:
         return render.comparison_figure(paper_order(item.runs), set(item.gold))
 
     app.load(reopen, shell.visitor, [question, columns, graph_pick, graph, comparison, session_state, *pickers],
-             js=render.FIRST_VIEW_GATE, show_progress="hidden").then(first_chart, session_state, comparison)
+             js=render.FIRST_VIEW_GATE, show_progress="hidden").then(first_chart, session_state, comparison,
+                                                                show_progress="hidden")

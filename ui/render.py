@@ -198,9 +198,9 @@ def comparison_figure(runs: dict[str, RunResult], gold: set[str]):
 
     has_gold = bool(gold)
     domains = [(0.0, 0.56), (0.62, 0.80), (0.86, 1.0)] if has_gold else [(0.0, 0.7), (0.78, 1.0)]
-    where = sorted({machine_text(r) for r in runs.values() if r.stages})
     # The timeline's times are read against the machine that took them; one line names it.
-    where_line = where[0] if len(where) == 1 else "measured on different machines: each column names its own"
+    where_line = (shared_machine(r for r in runs.values() if r.stages)
+                  or "measured on different machines: each column names its own")
     titles = [f"stage timeline (ms)<br><span style='font-size:12px'>{esc(where_line)}</span>", "tokens in / out"] \
         + (["recall@k"] if has_gold else [])
     data = []

@@ -62,7 +62,7 @@ def cmd_record_showcase(args) -> int:
     from ..showcase import load
 
     cond = load(out).conditions[methods[0]]
-    print(f"{'recorded on ' + cond['machine']}, {cond['verdict']}: load average {cond['load1_before']} at the start, "
+    print(f"{idle.Conditions(**cond).label}: load average {cond['load1_before']} at the start, "
           f"others' CPU up to {cond['others_cpu_max']}, calibration {cond['calibration_ms'][0]} → "
           f"{cond['calibration_ms'][1]} ms" + (f" ({'; '.join(cond['reasons'])})" if cond["reasons"] else ""))
     if cond["verdict"] != "idle" and not args.allow_load:

@@ -196,7 +196,7 @@ class RunResult:
     repetition: Optional[int] = None   # `bench --repeat N`: which of the N runs of this question this is (1-based)
     # Where its latencies were measured: every run made in this process is stamped with this CPU
     # ("AMD EPYC · 2 cores · avx2"); a run read back keeps what it had ("" = not recorded).
-    machine: str = field(default_factory=lambda: cpu.describe())
+    machine: str = field(default_factory=cpu.describe)
     load: str = ""                     # a recorder's verdict on the machine: "idle", "under load"; "" = not checked
 
     @property

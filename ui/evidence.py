@@ -27,7 +27,8 @@ class ComparisonCache:
     the judged-relevant passages; a visitor switching the two methods of the same experiment and
     metric, or opening a question's runs, must not pay it again. Keyed by (experiment, metric),
     and for a judged metric by whose judgments and their state, which changes with every grade; a
-    running experiment is not cached, its runs are still coming."""
+    running experiment is not cached, its runs are still coming (a paused one is: nothing
+    comes until its next sitting, which installs it anew)."""
 
     def __init__(self, size: int = 16):
         self._items: OrderedDict[tuple, Comparison] = OrderedDict()
@@ -42,7 +43,7 @@ class ComparisonCache:
                 self._items.move_to_end(key)
                 return self._items[key]
         c = compare(experiments, exp, metric, qrels=judged_for(experiments.traces, exp, owner) if judged else None)
-        if exp.status == "done":
+        if exp.status != "running":
             with self._lock:
                 self._items[key] = c
                 while len(self._items) > self.size:

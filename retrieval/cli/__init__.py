@@ -25,7 +25,7 @@ HELP_SECTIONS = (
     ("Ask and benchmark", ("ask", "bench", "methods", "runs", "reproduce")),
     ("Judge and compare", ("judge", "qrels", "compare", "experiments", "judge-validity")),
     ("Export", ("export",)),
-    ("The app", ("serve", "record-showcase")),
+    ("The app", ("serve", "record-showcase", "record-experiment")),
     ("Measure HopTrace itself", ("bench-app", "bench-store", "bench-import", "bench-concurrency", "soak", "silver")),
 )
 EXAMPLES = {
@@ -56,6 +56,7 @@ EXAMPLES = {
     "export": "hoptrace export --file out/spans.jsonl --experiment latest",
     "serve": "hoptrace serve --port 7860",
     "record-showcase": "hoptrace record-showcase --methods grasp --update",
+    "record-experiment": "hoptrace record-experiment --minutes 60",
     "bench-app": "hoptrace bench-app --first-start",
     "bench-store": "hoptrace bench-store --sizes 10000,100000",
     "bench-import": "hoptrace bench-import --lines 1000000",

@@ -1,4 +1,5 @@
-"""`hoptrace record-showcase`: the LLM methods' traces recorded for the app to open instantly."""
+"""`hoptrace record-showcase` and `record-experiment`: what the app opens on, recorded on an idle
+machine and shipped in the repository."""
 from __future__ import annotations
 
 import sys
@@ -25,6 +26,32 @@ def add_parsers(sub) -> None:
                          "(by default a busy machine is refused: its latencies would not be the methods')")
     _llm_args(rs)
 
+    re_ = sub.add_parser("record-experiment",
+                         help="record (or resume) the shipped experiment the lab opens on: every method on the "
+                              "demo's questions with answers, one sitting at a time, idle-checked unit by unit")
+    re_.add_argument("--kb", default="demo")
+    re_.add_argument("--methods", default=None,
+                     help="comma-separated (default: the paper methods, the baselines and the ablations)")
+    re_.add_argument("--questions", type=int, default=100, help="questions for the LLM-free methods (default 100)")
+    re_.add_argument("--llm-questions", type=int, default=50, help="questions for the LLM methods (default 50)")
+    re_.add_argument("--minutes", type=float, default=60.0,
+                     help="this sitting's length: no new unit (a method on 10 questions) starts after it")
+    re_.add_argument("--rerecord", default=None, metavar="METHODS",
+                     help="drop these methods' runs (their code or prompts changed) and record them again")
+    re_.add_argument("--new", action="store_true", help="start a new recording instead of resuming the shipped one")
+    re_.add_argument("--out", type=Path, default=None, help="default data/experiments/<kb>.json.gz")
+    re_.add_argument("--allow-load", action="store_true",
+                     help="start although the machine is busy (a disturbed unit is still recorded again)")
+    _llm_args(re_)
+
+
+def _refuse_busy(allow_load: bool) -> None:
+    busy = idle.check_before()
+    if busy and not allow_load:
+        raise ConfigError("this machine is not idle (" + "; ".join(busy) + "): the recording's latencies would "
+                          "not be the methods'. Stop the other work and try again, or pass --allow-load to record "
+                          "it marked 'under load'")
+
 
 def cmd_record_showcase(args) -> int:
     from ..showcase import choose_questions, record
@@ -36,11 +63,7 @@ def cmd_record_showcase(args) -> int:
     questions = choose_questions(ctx.store.questions(), args.questions)
     if not questions:
         raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
-    busy = idle.check_before()
-    if busy and not args.allow_load:
-        raise ConfigError("this machine is not idle (" + "; ".join(busy) + "): the recording's latencies would "
-                          "not be the methods'. Stop the other work and try again, or pass --allow-load to record "
-                          "it marked 'under load'")
+    _refuse_busy(args.allow_load)
     ctx.warm()
     t0 = time.time()
     failed: list[str] = []
@@ -78,4 +101,84 @@ def cmd_record_showcase(args) -> int:
     return 0
 
 
-COMMANDS = {"record-showcase": cmd_record_showcase}
+def cmd_record_experiment(args) -> int:
+    from traces.storage import recording, shipped
+    from traces.storage.experiments import Experiments, kb_fingerprint
+
+    from ..showcase import fingerprint, load_for
+    from .common import _trace_store
+
+    if args.questions < 1 or args.llm_questions < 0 or args.minutes <= 0:
+        raise ConfigError("--questions must be at least 1, --llm-questions 0 or more and --minutes above 0")
+    ctx = _context(args.kb, args, cache=False)   # every run a real call: its latency is the method's
+    if ctx.llm is None:
+        raise ConfigError("the shipped experiment ends every run with an answer: it needs an LLM")
+    ctx.llm.start()
+    experiments = Experiments(_trace_store())
+    out = args.out or shipped.path_for(args.kb)
+    kb_questions = ctx.store.questions()
+    if out.exists() and not args.new:
+        exp = shipped.install(experiments.traces, out)
+        if exp.llm != ctx.llm.describe():
+            raise ConfigError(f"{out} was recorded with {exp.llm}, not {ctx.llm.describe()}: one experiment holds "
+                              "one model; pass --new to record it again")
+        if exp.kb_fingerprint != kb_fingerprint(ctx.store):
+            raise ConfigError(f"KB {args.kb} changed since {out} was recorded; pass --new to record it again")
+        by_id = {q.id: q for q in kb_questions}
+        questions = [by_id[q["id"]] for q in exp.questions if q["id"] in by_id]
+        redo = [m.strip() for m in (args.rerecord or "").split(",") if m.strip()]
+        for m in redo:
+            if m not in exp.methods:
+                raise ConfigError(f"--rerecord {m}: not a method of {out} ({', '.join(exp.methods)})")
+            recording.discard(experiments, exp, m, [q.id for q in questions])
+            exp.spec["methods"][m]["fingerprint"] = fingerprint(m)
+        stale = [m for m in exp.methods
+                 if m not in redo and exp.spec["methods"][m].get("fingerprint") != fingerprint(m)]
+        if stale:
+            print(f"hoptrace: warning: {', '.join(stale)} changed since recorded (shown labelled stale); "
+                  f"--rerecord {','.join(stale)} records them again", file=sys.stderr)
+        exp.status = "running"
+        print(f"resuming experiment {exp.id[:12]} from {out}", file=sys.stderr)
+    else:
+        from ..methods import METHODS, root_method
+
+        methods = [m.strip() for m in (args.methods or ",".join(recording.DEFAULT_METHODS)).split(",") if m.strip()]
+        unknown = [m for m in methods if root_method(m) not in METHODS]
+        if unknown:
+            raise ConfigError(f"unknown method(s) {', '.join(unknown)}; `hoptrace methods` lists them")
+        showcase = load_for(args.kb)
+        questions = recording.order_questions(kb_questions, [it.question for it in showcase.items] if showcase
+                                              else [], args.questions)
+        if not questions:
+            raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
+        exp = recording.start(experiments, ctx, args.kb, questions, methods, min(args.llm_questions, len(questions)))
+        print(f"new experiment {exp.id[:12]}: {len(methods)} methods, {len(questions)} questions", file=sys.stderr)
+    _refuse_busy(args.allow_load)
+    ctx.warm()
+
+    def wait_idle() -> None:
+        while idle.check_before(check_load=False):   # the load average still counts our own last unit
+            time.sleep(30)
+
+    def said(unit, n, label) -> None:
+        first = unit.chunk * recording.CHUNK + 1
+        print(f"{unit.method} · questions {first}–{first + len(unit.questions) - 1}: {n} runs, {label}",
+              file=sys.stderr, flush=True)
+
+    sitting = recording.record_sitting(experiments, exp, ctx, questions, args.minutes, on_unit=said,
+                                       wait_idle=wait_idle)
+    complete = recording.close_sitting(experiments, exp, sitting, questions)
+    size = shipped.write(experiments, exp, out)
+    shipped.install(experiments.traces, out)   # marks this copy as the file's, so the app keeps it
+    s = sitting.as_dict()
+    print(f"wrote {out} ({size / 1e6:.1f} MB): this sitting {s['units']} units, {s['runs']} runs, "
+          f"{s['seconds']:.0f} s on {s['machine']}, {s['verdict']} (others' CPU up to {s['others_cpu_max']}, "
+          f"{s['redone']} units disturbed and recorded again); "
+          + ("the recording is complete" if complete else "more to record: run the same command again"))
+    from traces.stats.leaderboard import build
+
+    print(build(exp, {m: fingerprint(m) for m in exp.methods}).text())
+    return 0
+
+
+COMMANDS = {"record-showcase": cmd_record_showcase, "record-experiment": cmd_record_experiment}

@@ -89,15 +89,17 @@ class Watch:
     """Samples other processes' CPU time while a block runs: `with Watch() as w: ...` then
     `w.conditions` (read after the block)."""
 
-    def __init__(self, interval_s: float = 2.0):
+    def __init__(self, interval_s: float = 2.0, check_load: bool = True):
         self.interval_s = interval_s
+        # False inside a long recording: the load average then counts the recording's own work.
+        self.check_load = check_load
         self.samples: list[float] = []        # others' share of all cores, per interval
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.conditions: Optional[Conditions] = None
 
     def __enter__(self) -> "Watch":
-        self._load = _load1()
+        self._load = _load1() if self.check_load else None
         self._calib = calibrate()
         self._thread = threading.Thread(target=self._loop, name="idle-watch", daemon=True)
         self._thread.start()
@@ -167,10 +169,10 @@ def judge(load1: Optional[float], calib_before: float, calib_after: float, sampl
                       "under load" if reasons else "idle", reasons)
 
 
-def check_before() -> list[str]:
+def check_before(check_load: bool = True) -> list[str]:
     """Why this machine is not idle now (empty when it is): the load average and a short look at
     other processes' CPU, so a recording can refuse before it spends an hour."""
-    w = Watch(interval_s=1.0)
+    w = Watch(interval_s=1.0, check_load=check_load)
     with w:
         time.sleep(2.2)
     return w.conditions.reasons if w.conditions else []

@@ -40,7 +40,7 @@ class Experiment:
     kb_fingerprint: str
     llm: str
     code_version: str
-    status: str                       # running | done | failed
+    status: str                       # running | done | failed | paused (a recording between sittings)
     owner: str = ""
     session_id: str = ""
     n_questions: int = 0
@@ -176,6 +176,9 @@ class Experiments:
     def add_method(self, exp: Experiment, label: str, spec: dict) -> None:
         """A method joins the experiment after it ran (runs imported from a file)."""
         exp.spec.setdefault("methods", {})[label] = spec
+        self.save_spec(exp)
+
+    def save_spec(self, exp: Experiment) -> None:
         with self.traces.transaction() as con:
             con.execute("UPDATE experiments SET spec = ? WHERE id = ?", [json.dumps(exp.spec, default=str), exp.id])
 

@@ -14,6 +14,7 @@ from typing import Optional
 
 from retrieval.core.envvars import positive_number
 
+from .shipped import SESSION_KIND, reserved_bytes
 from .store import TraceStore
 
 
@@ -55,12 +56,9 @@ class PruneReport:
 
 
 def used_bytes(store: TraceStore) -> int:
-    """Bytes the file's live pages hold (pages freed by a prune are reused before the file grows)."""
-    db = store.db
-    page = db.execute("PRAGMA page_size").fetchone()[0]
-    pages = db.execute("PRAGMA page_count").fetchone()[0]
-    free = db.execute("PRAGMA freelist_count").fetchone()[0]
-    return (pages - free) * page
+    """Bytes the file's live pages hold, less what the shipped experiment takes (it is never pruned,
+    so counting it would prune visitors' runs for a size they cannot free)."""
+    return max(0, store.used_bytes() - reserved_bytes(store))
 
 
 def _drop(store: TraceStore, session_ids: list[str]) -> tuple[int, int]:
@@ -92,7 +90,8 @@ def prune(store: TraceStore, retention: Retention, now: Optional[float] = None, 
 
     def oldest(where: str, args: list) -> list[str]:
         return [r[0] for r in store.db.execute(
-            f"SELECT id FROM sessions WHERE {where} ORDER BY created_at LIMIT ?", args + [batch]).fetchall()]
+            f"SELECT id FROM sessions WHERE ({where}) AND coalesce(kind, '') != ? ORDER BY created_at LIMIT ?",
+            args + [SESSION_KIND, batch]).fetchall()]
 
     def drop(ids: list[str]) -> None:
         runs, exps = _drop(store, ids)

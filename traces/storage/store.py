@@ -221,6 +221,12 @@ class TraceStore:
             except Exception:
                 pass
 
+    def used_bytes(self) -> int:
+        """Bytes the file's live pages hold (pages freed by a prune are reused before the file grows)."""
+        page = self.db.execute("PRAGMA page_size").fetchone()[0]
+        pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+        return (pages - self.db.execute("PRAGMA freelist_count").fetchone()[0]) * page
+
     def transaction(self):
         """The writer lock and one transaction on this thread's connection: `with store.transaction()
         as con:` for writes that must land together with a run (traces/storage/experiments.py)."""

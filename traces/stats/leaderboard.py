@@ -1,0 +1,97 @@
+"""An experiment's leaderboard: one row per method with its quality, its cost and its time, as the
+lab's first panel and `hoptrace record-experiment` print it.
+
+Figures come from the experiment's summary (retrieval/bench/runner.py `summarise`); a method
+whose code or prompts changed since it was recorded is marked stale (its fingerprint,
+retrieval/showcase.py), and the machine and load it was timed under are stated once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from retrieval.core.money import usd_text
+
+# (column, summary key, digits); None digits: an integer count
+COLUMNS = (("questions", "questions", None), ("recall@5", "recall@5", 3), ("recall@10", "recall@10", 3),
+           ("EM", "em", 3), ("F1", "f1", 3), ("stable@5", "stable@5", 2), ("s / question (p50)", "latency_ms_p50", 1),
+           ("CPU s / question", "cpu_s_per_question", 1), ("tokens / question", "tokens_per_question", 0))
+PRICE_NOTE = "the embedded model on this machine costs $0; an endpoint's runs are priced with genai-prices"
+
+
+@dataclass
+class Row:
+    method: str
+    cells: dict[str, Optional[float]]
+    usd: str
+    stale: str = ""              # why its runs are not this code's, or ""
+
+
+@dataclass
+class Leaderboard:
+    rows: list[Row]
+    setting: str                 # what every row shares, said once
+    notes: list[str] = field(default_factory=list)
+
+    def best(self, column: str) -> Optional[float]:
+        vals = [r.cells[column] for r in self.rows if r.cells.get(column) is not None]
+        if not vals:
+            return None
+        lower_better = column.startswith(("s /", "CPU", "tokens"))
+        return min(vals) if lower_better else max(vals)
+
+    def text(self) -> str:
+        head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question"]
+        body = [[r.method + (" (stale)" if r.stale else "")] + [_fmt(r.cells.get(c), d) for c, _, d in COLUMNS]
+                + [r.usd] for r in self.rows]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+        line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths))  # noqa: E731
+        return "\n".join([self.setting, line(head), line(["-" * w for w in widths])] + [line(b) for b in body]
+                         + self.notes)
+
+
+def _fmt(v, digits) -> str:
+    if v is None:
+        return "–"
+    return str(int(v)) if digits is None else f"{v:.{digits}f}"
+
+
+def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderboard:
+    """`current_fingerprints`: method → this code's fingerprint; a recorded one that differs is stale."""
+    methods = (exp.summary or {}).get("methods") or {}
+    rows = []
+    for m in exp.methods:
+        s = methods.get(m)
+        if not s:
+            continue
+        cells = {c: s.get(key) for c, key, _ in COLUMNS}
+        if cells["s / question (p50)"] is not None:
+            cells["s / question (p50)"] = cells["s / question (p50)"] / 1000
+        if cells["questions"] is None:
+            cells["questions"] = exp.n_questions
+        recorded = exp.spec.get("methods", {}).get(m, {}).get("fingerprint")
+        now = (current_fingerprints or {}).get(m)
+        stale = "recorded with other code or prompts than this version's" if recorded and now and now != recorded \
+            else ""
+        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale))
+    rows.sort(key=lambda r: -(r.cells.get("recall@5") or 0))
+    return Leaderboard(rows, setting_line(exp), [f"$: {PRICE_NOTE}"] if rows else [])
+
+
+def setting_line(exp) -> str:
+    """What every method of the experiment shares, said once (FlashRAG's way): KB, questions, ks,
+    answer step, LLM, code, and where its times were taken."""
+    args = exp.spec.get("args", {})
+    sittings = exp.spec.get("sittings", [])
+    where = exp.machine or "a machine not recorded"
+    machines = sorted({s["machine"] for s in sittings}) if sittings else [where]
+    loads = {s.get("verdict") for s in sittings}
+    load = ("idle" if loads == {"idle"} else "partly under load") if sittings else ""
+    timed = (f"times on {machines[0]}" + (f", {load}" if load else "") if len(machines) == 1
+             else f"times on {len(machines)} machines ({'; '.join(machines)}): compare them within one machine")
+    llm_n = args.get("llm_questions")
+    qs = f"{exp.n_questions} questions" + (f" ({llm_n} for the LLM methods)" if llm_n and llm_n < exp.n_questions
+                                           else "")
+    answer = "each run ends with an answer (EM / F1)" if args.get("answer") else "no answer step"
+    return (f"KB {exp.kb} · {qs} · protocol {exp.spec.get('protocol', 'per-k')} · {answer} · LLM {exp.llm} · "
+            f"code {exp.code_version} · {timed}")

@@ -1,0 +1,193 @@
+"""Recording the shipped experiment (`hoptrace record-experiment`), one sitting at a time.
+
+Every method on the demo's questions with answers takes about ten hours on two cores, so the
+recording is cut into units — one method on a chunk of ten questions — done in a fixed order
+and stored as each finishes: a sitting stops after its minutes and the next resumes where it
+stopped, on this machine or another (the file it resumes from is the shipped one).
+
+Each unit is watched (retrieval/core/idle.py). A unit that other work disturbed is not kept: its
+runs are removed and it is recorded again once the machine is quiet, so every latency shipped
+was measured idle. The sittings' machines and load figures are kept in the experiment's spec.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from retrieval.bench.runner import QuestionResult, run_bench, summarise
+from retrieval.core import cpu, idle
+from retrieval.core.records import Question
+from retrieval.methods import METHODS, make_method, root_method
+
+from .experiments import Experiment, Experiments, kb_fingerprint, method_spec, question_record
+
+# The headline comparison first: the four paper methods and the baselines reach every question
+# before any ablation starts, so an unfinished recording already answers "which method wins".
+MAIN_METHODS = ("bm25", "dense", "griever", "gear", "sag", "grasp")
+# The rows the papers' ablation tables need (retrieval/bench/paper_tables.py), then the other baselines.
+ABLATIONS = ("composed", "rrf_hybrid", "griever_full_triples", "griever_no_shortlist", "griever_rrf_first",
+             "griever_path_ranking", "naivege", "syncge", "syncge_no_diversity", "gear_griever", "sag_h0",
+             "sag_no_rerank", "grasp_single_pass", "grasp_no_selection", "grasp_uniform", "grasp_single_pass_uniform")
+DEFAULT_METHODS = MAIN_METHODS + ABLATIONS
+CHUNK = 10
+KS = (5, 10)
+# Greedy decoding (temperature 0) on one request at a time writes the same tokens for the same
+# prompt, so one repetition is the run; --repeat 2 would double ten hours to show a zero spread.
+REPEAT = 1
+
+
+def uses_llm(method: str) -> bool:
+    return bool(getattr(METHODS[root_method(method)], "uses_llm", False))
+
+
+@dataclass
+class Unit:
+    method: str
+    chunk: int                     # 0-based: questions chunk*CHUNK … +CHUNK
+    questions: list[Question]
+
+
+@dataclass
+class Sitting:
+    started_at: float
+    machine: str
+    minutes: float
+    units: int = 0
+    redone: int = 0
+    runs: int = 0
+    seconds: float = 0.0
+    conditions: list[dict] = field(default_factory=list)   # one per kept unit
+
+    def as_dict(self) -> dict:
+        others = [c["others_cpu_max"] for c in self.conditions if c.get("others_cpu_max") is not None]
+        return {"started_at": self.started_at, "machine": self.machine, "minutes": self.minutes,
+                "units": self.units, "redone": self.redone, "runs": self.runs, "seconds": round(self.seconds, 1),
+                "others_cpu_max": max(others) if others else None,
+                "verdict": "idle" if all(c["verdict"] == "idle" for c in self.conditions) else "under load",
+                "calibration_ms": [c["calibration_ms"] for c in self.conditions[:1] + self.conditions[-1:]]}
+
+
+def order_questions(questions: Sequence[Question], first: Sequence[str], n: int) -> list[Question]:
+    """`first` (the showcase's questions, by text) lead, then the rest in KB order: the showcase's
+    runs and the experiment's are then the same questions."""
+    by_text = {q.text: q for q in questions}
+    lead = [by_text[t] for t in first if t in by_text]
+    seen = {q.id for q in lead}
+    return (lead + [q for q in questions if q.id not in seen and q.gold_passage_ids])[:n]
+
+
+def plan(exp: Experiment, questions: Sequence[Question]) -> list[Unit]:
+    """Every unit of the recording, in the order it is recorded: the main methods over every chunk
+    (the LLM methods over their first `llm_questions`), then the ablations likewise."""
+    args = exp.spec.get("args", {})
+    llm_n = int(args.get("llm_questions", len(questions)))
+    main = [m for m in exp.methods if m in MAIN_METHODS]
+    rest = [m for m in exp.methods if m not in MAIN_METHODS]
+    chunks = [list(questions[i:i + CHUNK]) for i in range(0, len(questions), CHUNK)]
+    units = []
+    for group in (main, rest):
+        for c, qs in enumerate(chunks):
+            for m in group:
+                if uses_llm(m):
+                    qs_m = [q for q in qs if questions.index(q) < llm_n]
+                    if qs_m:
+                        units.append(Unit(m, c, qs_m))
+                else:
+                    units.append(Unit(m, c, qs))
+    return units
+
+
+def start(experiments: Experiments, ctx, kb: str, questions: Sequence[Question], methods: Sequence[str],
+          llm_questions: int) -> Experiment:
+    spec = {"methods": {m: method_spec(make_method(m, ctx), m, {}) for m in methods}, "ks": list(KS),
+            "protocol": "slice", "questions": [question_record(q) for q in questions],
+            "args": {"methods": ",".join(methods), "limit": len(questions), "llm_questions": llm_questions,
+                     "answer": True, "repeat": REPEAT, "protocol": "slice", "shipped": True},
+            "sittings": []}
+    return experiments.start("bench", kb, kb_fingerprint(ctx.store), ctx.llm.describe(), spec)
+
+
+def missing(experiments: Experiments, exp: Experiment, unit: Unit) -> list[Question]:
+    have = {(e["question_id"], e["method"]) for e in experiments.entries(exp)}
+    return [q for q in unit.questions if (q.id, unit.method) not in have]
+
+
+def discard(experiments: Experiments, exp: Experiment, method: str, question_ids: Sequence[str]) -> int:
+    """A disturbed unit's runs out of the experiment (rows and traces), to be recorded again."""
+    traces = experiments.traces
+    marks = ",".join("?" * len(question_ids))
+    args = [exp.id, method, *question_ids]
+    where = f"experiment_id = ? AND method = ? AND question_id IN ({marks})"
+    with traces.transaction() as con:
+        ids = [r[0] for r in con.execute(f"SELECT run_id FROM experiment_runs WHERE {where}", args)]
+        if ids:
+            rm = ",".join("?" * len(ids))
+            con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({rm})", ids)
+            con.execute(f"DELETE FROM stages WHERE run_id IN ({rm})", ids)
+            con.execute(f"DELETE FROM experiment_runs WHERE {where}", args)
+            con.execute(f"DELETE FROM runs WHERE id IN ({rm})", ids)
+    return len(ids)
+
+
+def summary(experiments: Experiments, exp: Experiment) -> dict:
+    """The leaderboard's figures from the stored rows: each method over the questions it has."""
+    rows: dict[str, list[QuestionResult]] = {}
+    fields = QuestionResult.__dataclass_fields__
+    for e in experiments.entries(exp, repetitions=True):
+        rows.setdefault(e["method"], []).append(QuestionResult(**{f: v for f, v in e["row"].items() if f in fields}))
+    methods = {}
+    for m, rs in rows.items():
+        s = summarise({k: rs for k in exp.ks})
+        s["questions"] = len({r.question_id for r in rs})
+        methods[m] = s
+    return {"kb": exp.kb, "n_questions": exp.n_questions, "protocol": "slice", "ks": exp.ks, "methods": methods}
+
+
+def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Sequence[Question], minutes: float,
+                   on_unit: Optional[Callable[[Unit, int, str], None]] = None,
+                   wait_idle: Callable[[], None] = lambda: None) -> Sitting:
+    """Record units in order until none is left or `minutes` have passed (a unit already begun
+    finishes). A unit disturbed by other work is discarded and, after `wait_idle`, recorded again,
+    at most twice; then it stays out of this sitting."""
+    sitting = Sitting(time.time(), cpu.describe(), minutes)
+    deadline = time.monotonic() + minutes * 60
+    t0 = time.monotonic()
+    for unit in plan(exp, questions):
+        todo = missing(experiments, exp, unit)
+        if not todo:
+            continue
+        if time.monotonic() >= deadline:
+            break
+        for _attempt in range(3):
+            # The load average is judged once, at the sitting's start (the CLI): after the first unit
+            # it counts this recording's own work.
+            with idle.Watch(check_load=False) as watch:
+                res = run_bench(ctx, exp.kb, todo, [unit.method], ks=KS, protocol="slice", progress=False,
+                                answer=True, sink=experiments.sink(exp), repeat=REPEAT)
+            cond = watch.conditions
+            n = sum(1 for r in res.per_question)
+            if cond.verdict == "idle":
+                sitting.conditions.append(cond.as_dict())
+                sitting.units += 1
+                sitting.runs += n
+                if on_unit:
+                    on_unit(unit, n, cond.label)
+                break
+            discard(experiments, exp, unit.method, [q.id for q in todo])
+            sitting.redone += 1
+            if on_unit:
+                on_unit(unit, 0, f"{cond.label} ({'; '.join(cond.reasons)}): discarded, recorded again")
+            wait_idle()
+    sitting.seconds = time.monotonic() - t0
+    return sitting
+
+
+def close_sitting(experiments: Experiments, exp: Experiment, sitting: Sitting, questions: Sequence[Question]) -> bool:
+    """The sitting kept in the spec and the summary stored; returns whether the recording is complete."""
+    if sitting.units or sitting.redone:   # a sitting that found nothing to do leaves no trace
+        exp.spec.setdefault("sittings", []).append(sitting.as_dict())
+    complete = not any(missing(experiments, exp, u) for u in plan(exp, questions))
+    experiments.save_spec(exp)
+    experiments.finish(exp, summary(experiments, exp), status="done" if complete else "paused")
+    return complete

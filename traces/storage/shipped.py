@@ -1,0 +1,163 @@
+"""The shipped experiment: a recorded experiment of every method on the demo's questions, kept in
+the repository (data/experiments/<kb>.json.gz) so the lab opens on a comparison nobody had to run.
+
+The file is an experiment as the trace database holds it — its row, each run's bench row with
+where its gold was held, and each run's full trace — plus the conditions of every sitting that
+recorded it (traces/storage/recording.py). `install` puts it into a trace database once, in a
+session of kind "shipped" that retention never prunes (traces/storage/retention.py), and again
+only when the file holds other runs than the copy installed.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+from retrieval.core.errors import HopTraceError
+from retrieval.trace.model import RunResult, dumps
+
+from .experiments import Experiment, Experiments
+from .store import TraceStore, unpack
+
+FORMAT = 1
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "experiments"
+SESSION_KIND = "shipped"
+
+
+def path_for(kb: str) -> Path:
+    return SHIPPED_DIR / f"{kb}.json.gz"
+
+
+def write(experiments: Experiments, exp: Experiment, out: Path) -> int:
+    """The experiment with every stored run (each repetition) as one gzipped JSON file, written
+    atomically; returns its size in bytes."""
+    db = experiments.traces.db
+    entries = []
+    for e in experiments.entries(exp, repetitions=True):
+        result = db.execute("SELECT result FROM runs WHERE id = ?", [e["run_id"]]).fetchone()
+        if result is None:
+            continue
+        entries.append({**{k: e[k] for k in ("question_id", "method", "k", "rep", "row", "fates")},
+                        "run": json.loads(unpack(result[0]))})
+    doc = {"format": FORMAT, "experiment": {
+        "id": exp.id, "created_at": exp.created_at, "finished_at": exp.finished_at, "kind": exp.kind, "kb": exp.kb,
+        "kb_fingerprint": exp.kb_fingerprint, "llm": exp.llm, "code_version": exp.code_version,
+        "status": exp.status, "spec": exp.spec, "summary": exp.summary}, "entries": entries}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"), default=str)
+    tmp.replace(out)
+    return out.stat().st_size
+
+
+def read(path: Path) -> dict:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise HopTraceError(f"shipped experiment {path}: not a readable recording ({e})") from e
+    if doc.get("format") != FORMAT:
+        raise HopTraceError(f"shipped experiment {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
+    return doc
+
+
+def _stamp(doc: dict) -> str:
+    """What distinguishes two versions of the file: its runs and its status."""
+    keys = sorted(f"{e['question_id']}|{e['method']}|{e['k']}|{e['rep']}|{e['run'].get('latency_ms')}"
+                  for e in doc["entries"])
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
+    return f"{doc['experiment']['status']}:{len(keys)}:{digest}"
+
+
+def installed_stamp(traces: TraceStore, exp_id: str) -> Optional[str]:
+    row = traces.db.execute("SELECT value FROM meta WHERE key = ?", [f"shipped:{exp_id}"]).fetchone()
+    return row[0] if row else None
+
+
+def install(traces: TraceStore, path: Path) -> Optional[Experiment]:
+    """The file's experiment in `traces`, installed now unless this very version is there already.
+    An older version is replaced whole (its runs and rows); nothing else in the file is touched."""
+    if not path.exists():
+        return None
+    doc = read(path)
+    x = doc["experiment"]
+    stamp = _stamp(doc)
+    experiments = Experiments(traces)
+    if installed_stamp(traces, x["id"]) == stamp:
+        return experiments.get(x["id"])
+    remove(traces, x["id"])
+    used_before = traces.used_bytes()
+    session = traces.new_session(x["kb"], question="shipped experiment", kind=SESSION_KIND)
+    spec = x["spec"]
+    with traces.transaction() as con:
+        traces._insert(con, "experiments", [{
+            "id": x["id"], "created_at": x["created_at"], "finished_at": x.get("finished_at"), "kind": x["kind"],
+            "kb": x["kb"], "kb_fingerprint": x["kb_fingerprint"], "llm": x["llm"], "code_version": x["code_version"],
+            "status": x["status"], "owner": "", "session_id": session, "n_questions": len(spec.get("questions", [])),
+            "spec": json.dumps(spec, default=str), "summary": json.dumps(x["summary"]) if x["summary"] else None}])
+        gold = {q["id"]: q.get("gold", []) for q in spec.get("questions", [])}
+        for seq, e in enumerate(doc["entries"]):
+            run = RunResult.from_dict(e["run"])
+            rid = traces.insert_run(con, session, x["kb"], run, gold.get(e["question_id"], []), e["k"])
+            traces._insert(con, "experiment_runs", [{
+                "experiment_id": x["id"], "question_id": e["question_id"], "method": e["method"], "k": e["k"],
+                "rep": e["rep"], "run_id": rid, "seq": seq, "row": dumps(e["row"]).decode(),
+                "fates": dumps(e["fates"]).decode() if e["fates"] is not None else None}])
+        con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [f"shipped:{x['id']}", stamp])
+    reserve = max(0, traces.used_bytes() - used_before)
+    with traces.transaction() as con:
+        con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", ["shipped_bytes", str(reserve)])
+    return experiments.get(x["id"])
+
+
+def remove(traces: TraceStore, exp_id: str) -> None:
+    """An installed shipped experiment out of the file (before its newer version goes in)."""
+    row = traces.db.execute("SELECT session_id FROM experiments WHERE id = ?", [exp_id]).fetchone()
+    with traces.transaction() as con:
+        if row is not None:
+            in_runs = "SELECT id FROM runs WHERE session_id = ?"
+            con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({in_runs})", [row[0]])
+            con.execute(f"DELETE FROM stages WHERE run_id IN ({in_runs})", [row[0]])
+            con.execute("DELETE FROM experiment_runs WHERE experiment_id = ?", [exp_id])
+            con.execute("DELETE FROM experiments WHERE id = ?", [exp_id])
+            con.execute("DELETE FROM runs WHERE session_id = ?", [row[0]])
+            con.execute("DELETE FROM sessions WHERE id = ?", [row[0]])
+        con.execute("DELETE FROM meta WHERE key = ?", [f"shipped:{exp_id}"])
+
+
+def shipped_ids(traces: TraceStore) -> list[str]:
+    """The shipped experiments installed in this file."""
+    return [r[0] for r in traces.db.execute("SELECT id FROM experiments WHERE session_id IN "
+                                            "(SELECT id FROM sessions WHERE kind = ?) ORDER BY created_at DESC",
+                                            [SESSION_KIND]).fetchall()]
+
+
+def reserved_bytes(traces: TraceStore) -> int:
+    """What the installed shipped experiments take: retention's size bound counts only the rest."""
+    row = traces.db.execute("SELECT value FROM meta WHERE key = 'shipped_bytes'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def install_for(traces: TraceStore, kbs: list[str]) -> list[Experiment]:
+    """Every served KB's shipped experiment, installed; one that cannot be read is reported and
+    skipped (the lab then opens on the newest experiment instead)."""
+    import sys
+
+    out = []
+    for kb in kbs:
+        t0 = time.perf_counter()
+        try:
+            exp = install(traces, path_for(kb))
+        except HopTraceError as e:
+            print(f"hoptrace: warning: {e}", file=sys.stderr, flush=True)
+            continue
+        if exp is not None:
+            out.append(exp)
+            took = time.perf_counter() - t0
+            if took > 1:
+                print(f"hoptrace: installed the shipped experiment of {kb} in {took:.1f} s", file=sys.stderr)
+    return out

@@ -113,6 +113,7 @@ def cmd_record_experiment(args) -> int:
     ctx = _context(args.kb, args, cache=False)   # every run a real call: its latency is the method's
     if ctx.llm is None:
         raise ConfigError("the shipped experiment ends every run with an answer: it needs an LLM")
+    _refuse_busy(args.allow_load)   # before anything is stored
     ctx.llm.start()
     experiments = Experiments(_trace_store())
     out = args.out or shipped.path_for(args.kb)
@@ -153,7 +154,6 @@ def cmd_record_experiment(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
         exp = recording.start(experiments, ctx, args.kb, questions, methods, min(args.llm_questions, len(questions)))
         print(f"new experiment {exp.id[:12]}: {len(methods)} methods, {len(questions)} questions", file=sys.stderr)
-    _refuse_busy(args.allow_load)
     ctx.warm()
 
     def wait_idle() -> None:

@@ -171,12 +171,16 @@ def _report(log: SoakLog, traces: Path, minutes: float, users: int, llm_users: i
     q = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
     sessions = q("SELECT count(*) FROM sessions WHERE kind = 'ask'")
     pruned = q("SELECT count(*) FROM pruned WHERE kind = 'session'")
-    mixed = q("SELECT count(*) FROM runs r JOIN sessions s ON s.id = r.session_id WHERE r.question != s.question")
+    # Visitors' sessions only: the shipped experiment's session holds runs of many questions.
+    mixed = q("SELECT count(*) FROM runs r JOIN sessions s ON s.id = r.session_id WHERE s.kind = 'ask' "
+              "AND r.question != s.question")
     # A surviving session holds one run per method it asked for: 4 for the fast visitors, 1 for LLM ones.
     short = q("SELECT count(*) FROM sessions s WHERE kind = 'ask' AND (SELECT count(*) FROM runs r "
               "WHERE r.session_id = s.id) NOT IN (1, 4)")
     page = q("PRAGMA page_size")
-    live_mb = (q("PRAGMA page_count") - q("PRAGMA freelist_count")) * page / 1e6
+    # The size cap counts what visitors wrote, not the shipped experiment (traces/storage/retention.py).
+    reserved = db.execute("SELECT value FROM meta WHERE key = 'shipped_bytes'").fetchone()
+    live_mb = ((q("PRAGMA page_count") - q("PRAGMA freelist_count")) * page - int(reserved[0] if reserved else 0)) / 1e6
     db.close()
     windows = []
     for w in range(int(minutes * 60 // WINDOW_S) + 1):

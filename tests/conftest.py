@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +82,23 @@ def phoenix(tmp_path_factory):
     from phoenix_server import phoenix_server
 
     yield from phoenix_server(tmp_path_factory)
+
+
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
+
+
+@pytest.fixture()
+def busy():
+    """A process spinning one core for a few seconds, orphaned so it is not in our process tree
+    (a child of ours would count as our own work). Ends by itself; killed by its pid after."""
+    launcher = ("import subprocess, sys\n"
+                f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(s=12)!r}], start_new_session=True, "
+                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                "print(p.pid)\n")
+    pid = int(subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True).stdout)
+    time.sleep(0.3)
+    yield pid
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

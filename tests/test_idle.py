@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-import pytest
+from conftest import SPIN
 from llm_double import scripted_llm
 
 from retrieval import showcase
@@ -18,26 +18,6 @@ from retrieval.trace.html import column_html, machine_text
 from retrieval.trace.model import RunResult
 
 ENTS = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
-SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
-
-
-@pytest.fixture()
-def busy():
-    """A process spinning one core for a few seconds, orphaned so it is not in our process tree
-    (a child of ours would count as our own work). Ends by itself; killed by its pid after."""
-    launcher = ("import subprocess, sys\n"
-                f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(s=12)!r}], start_new_session=True, "
-                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-                "print(p.pid)\n")
-    pid = int(subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True).stdout)
-    time.sleep(0.3)
-    yield pid
-    try:
-        import os
-        import signal
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_the_verdict_names_each_threshold_crossed():

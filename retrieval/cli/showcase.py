@@ -105,7 +105,7 @@ def cmd_record_experiment(args) -> int:
     from traces.storage import recording, shipped
     from traces.storage.experiments import Experiments, kb_fingerprint
 
-    from ..showcase import fingerprint, load_for
+    from ..showcase import fingerprint, load_for, path_for
     from .common import _trace_store
 
     if args.questions < 1 or args.llm_questions < 0 or args.minutes <= 0:
@@ -170,6 +170,11 @@ def cmd_record_experiment(args) -> int:
     complete = recording.close_sitting(experiments, exp, sitting, questions)
     size = shipped.write(experiments, exp, out)
     shipped.install(experiments.traces, out)   # marks this copy as the file's, so the app keeps it
+    if args.out is None:   # the shipped showcase takes the experiment's runs of its questions
+        taken = recording.to_showcase(experiments, exp, path_for(args.kb))
+        if taken:
+            print(f"the showcase ({path_for(args.kb)}) now shows the experiment's runs of {', '.join(taken)}",
+                  file=sys.stderr)
     s = sitting.as_dict()
     print(f"wrote {out} ({size / 1e6:.1f} MB): this sitting {s['units']} units, {s['runs']} runs, "
           f"{s['seconds']:.0f} s on {s['machine']}, {s['verdict']} (others' CPU up to {s['others_cpu_max']}, "

@@ -29,6 +29,7 @@ OTHERS_MAX = 0.10
 LOAD_MAX_PER_CORE = 0.35
 # The calibration's slow-down, after against before, that counts as contention.
 CALIBRATION_MAX_RATIO = 1.25
+SETTLE_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -100,15 +101,21 @@ class Watch:
 
     def __enter__(self) -> "Watch":
         self._load = _load1() if self.check_load else None
-        self._calib = calibrate()
+        # Sampling starts first, so the window covers the calibration too (its interpreter is our
+        # own child, not counted): a block shorter than one interval is still watched.
         self._thread = threading.Thread(target=self._loop, name="idle-watch", daemon=True)
         self._thread.start()
+        self._calib = calibrate()
         return self
 
     def _loop(self) -> None:
         prev, t_prev = _proc_table(), time.monotonic()
-        while not self._stop.wait(self.interval_s):
+        stopped = False
+        while not stopped:
+            stopped = self._stop.wait(self.interval_s)
             cur, now = _proc_table(), time.monotonic()
+            if stopped and now - t_prev < 0.25:
+                return   # too short a last interval: one stray clock tick would read as load
             if prev is None or cur is None:
                 return
             mine = _own_tree(cur) | _own_tree(prev)
@@ -122,6 +129,9 @@ class Watch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        # A moment's pause first: right after a recording's last request the model server's own
+        # threads still spin down, and a calibration timed then read 1.6x on a quiet machine.
+        time.sleep(SETTLE_S)
         self.conditions = judge(self._load, self._calib, calibrate(), self.samples)
 
 

@@ -17,6 +17,9 @@ COLUMNS = (("questions", "questions", None), ("recall@5", "recall@5", 3), ("reca
            ("EM", "em", 3), ("F1", "f1", 3), ("stable@5", "stable@5", 2), ("s / question (p50)", "latency_ms_p50", 1),
            ("CPU s / question", "cpu_s_per_question", 1), ("tokens / question", "tokens_per_question", 0))
 PRICE_NOTE = "the embedded model on this machine costs $0; an endpoint's runs are priced with genai-prices"
+# What the same tokens would cost at a hosted model's price: a figure a reader can compare across
+# setups, where the embedded model's $0 says nothing.
+NAMED_MODEL = "gpt-4o-mini"
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Row:
     cells: dict[str, Optional[float]]
     usd: str
     stale: str = ""              # why its runs are not this code's, or ""
+    usd_named: Optional[float] = None   # the same tokens at NAMED_MODEL's price
 
 
 @dataclass
@@ -41,13 +45,23 @@ class Leaderboard:
         return min(vals) if lower_better else max(vals)
 
     def text(self) -> str:
-        head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question"]
+        head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question", f"$ at {NAMED_MODEL}"]
         body = [[r.method + (" (stale)" if r.stale else "")] + [_fmt(r.cells.get(c), d) for c, _, d in COLUMNS]
-                + [r.usd] for r in self.rows]
+                + [r.usd, named_text(r.usd_named)] for r in self.rows]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
         line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths))  # noqa: E731
         return "\n".join([self.setting, line(head), line(["-" * w for w in widths])] + [line(b) for b in body]
                          + self.notes)
+
+
+def named_text(usd: Optional[float]) -> str:
+    return "–" if usd is None else f"${usd:.5f}"
+
+
+def _named_price():
+    from retrieval.llm.prices import price_for
+
+    return price_for(NAMED_MODEL)
 
 
 def _fmt(v, digits) -> str:
@@ -59,6 +73,8 @@ def _fmt(v, digits) -> str:
 def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderboard:
     """`current_fingerprints`: method → this code's fingerprint; a recorded one that differs is stale."""
     methods = (exp.summary or {}).get("methods") or {}
+    price = _named_price()
+    repeat = int(exp.spec.get("args", {}).get("repeat") or 1)
     rows = []
     for m in exp.methods:
         s = methods.get(m)
@@ -73,9 +89,21 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         now = (current_fingerprints or {}).get(m)
         stale = "recorded with other code or prompts than this version's" if recorded and now and now != recorded \
             else ""
-        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale))
+        runs = max(1, int(cells["questions"] or 1) * repeat)
+        named = (price.usd(s.get("tokens_in", 0) / runs, s.get("tokens_out", 0) / runs)
+                 if price is not None and s.get("tokens_in") is not None else None)
+        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named))
     rows.sort(key=lambda r: -(r.cells.get("recall@5") or 0))
-    return Leaderboard(rows, setting_line(exp), [f"$: {PRICE_NOTE}"] if rows else [])
+    notes = []
+    if rows:
+        notes.append(f"$: {PRICE_NOTE}")
+        if price is not None:
+            notes.append(f"$ at {NAMED_MODEL}: the same tokens at its price (${price.input_per_mtok:g} in, "
+                         f"${price.output_per_mtok:g} out per million, {price.source})")
+        if all(r.cells.get("stable@5") is None for r in rows):
+            notes.append("stable@5 needs a second repetition, not recorded yet: each method ran once. The LLM "
+                         "methods are not deterministic here (SAG repeated on 2 questions kept 1 top 5 of 2)")
+    return Leaderboard(rows, setting_line(exp), notes)
 
 
 def setting_line(exp) -> str:

@@ -1,0 +1,169 @@
+"""The shipped experiment (traces/storage/recording.py, shipped.py): recorded one sitting at a
+time, a unit disturbed by other work recorded again, written to a file, installed once per
+version, never pruned, and shown as a leaderboard whose stale rows are labelled. The answers come
+from the scripted test double of the LLM interface (tests/llm_double.py): what is tested here is
+the recorder's control flow and the file, not the model's answers."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+
+from llm_double import scripted_llm
+
+from retrieval.core import cpu, idle
+from traces.stats.leaderboard import build
+from traces.storage import recording, shipped
+from traces.storage.experiments import Experiments
+from traces.storage.retention import Retention, prune
+from traces.storage.store import TraceStore
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def _answering(ctx, n: int = 40):
+    llm, backend = scripted_llm({"answer": [json.dumps({"answer": "Nobody"})] * n})
+    return dataclasses.replace(ctx, llm=llm), backend
+
+
+def _recorded(ctx, tmp_path, monkeypatch, busy=None):
+    """bm25 (a main method) and composed (an ablation row) on 4 questions in chunks of 2: the
+    first sitting records one unit only, disturbed once by `busy` when given."""
+    monkeypatch.setattr(recording, "CHUNK", 2)
+    monkeypatch.setattr(recording, "WATCH_INTERVAL_S", 0.2)
+    monkeypatch.setattr(idle, "SETTLE_S", 0.0)
+    actx, _ = _answering(ctx)
+    experiments = Experiments(TraceStore(tmp_path / "a.sqlite"))
+    questions = ctx.store.questions()
+    lead = questions[2].text
+    qs = recording.order_questions(questions, [lead], 4)
+    exp = recording.start(experiments, actx, "small", qs, ["composed", "bm25"], llm_questions=2)
+    said = []
+
+    def wait_idle():   # the other work stops: killed by its pid
+        os.kill(busy, signal.SIGKILL)
+
+    sitting = recording.record_sitting(experiments, exp, actx, qs, minutes=1e-6,
+                                       on_unit=lambda u, n, label: said.append((u.method, u.chunk, n, label)),
+                                       wait_idle=wait_idle if busy else lambda: None)
+    return experiments, exp, actx, qs, sitting, said
+
+
+def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(ctx, tmp_path, monkeypatch, busy):
+    experiments, exp, actx, qs, sitting, said = _recorded(ctx, tmp_path, monkeypatch, busy)
+    assert qs[0].text == ctx.store.questions()[2].text    # the showcase's questions lead
+    # The main method first, chunk by chunk, then the ablation row.
+    assert [(u.method, u.chunk) for u in recording.plan(exp, qs)] == [("bm25", 0), ("bm25", 1), ("composed", 0),
+                                                                     ("composed", 1)]
+    # Disturbed: discarded and recorded again once the machine was quiet; one unit in this sitting.
+    assert said[0][:3] == ("bm25", 0, 0) and "under load" in said[0][3] and "discarded" in said[0][3]
+    assert said[1][:3] == ("bm25", 0, 2) and said[1][3].endswith("idle")
+    assert (sitting.units, sitting.redone, sitting.runs) == (1, 1, 2)
+    entries = experiments.entries(exp)
+    assert sorted((e["question_id"], e["method"]) for e in entries) == sorted((q.id, "bm25") for q in qs[:2])
+    assert all(e["row"]["em"] is not None for e in entries)   # every run ended with an answer
+    assert not recording.close_sitting(experiments, exp, sitting, qs)
+    assert exp.status == "paused" and exp.summary["methods"]["bm25"]["questions"] == 2
+    assert exp.spec["sittings"][0]["verdict"] == "idle" and exp.spec["sittings"][0]["redone"] == 1
+
+    out = tmp_path / "small.json.gz"
+    shipped.write(experiments, exp, out)
+    other = Experiments(TraceStore(tmp_path / "b.sqlite"))
+    copy = shipped.install(other.traces, out)
+    assert copy.id == exp.id and len(other.entries(copy)) == 2 and copy.status == "paused"
+    run, _ = other.traces.load_run(other.entries(copy)[0]["run_id"])
+    assert run.stages[-1].name == "answer" and run.machine == cpu.describe()
+    shipped.install(other.traces, out)   # the same version again: nothing doubles
+    assert other.traces.db.execute("SELECT count(*) FROM sessions WHERE kind = 'shipped'").fetchone()[0] == 1
+
+    # The next sitting, on the installed copy, records the rest and completes it.
+    said2 = []
+    sitting2 = recording.record_sitting(other, copy, actx, qs, minutes=10,
+                                        on_unit=lambda u, n, label: said2.append((u.method, n, label)))
+    assert sitting2.units == 3, said2
+    assert recording.close_sitting(other, copy, sitting2, qs) and copy.status == "done"
+    shipped.write(other, copy, out)
+    newer = shipped.install(experiments.traces, out)   # the older version is replaced whole
+    assert len(experiments.entries(newer)) == 8 and newer.status == "done"
+    assert experiments.traces.db.execute("SELECT count(*) FROM runs WHERE session_id = ?",
+                                         [newer.session_id]).fetchone()[0] == 8
+    assert len(newer.spec["sittings"]) == 2
+
+
+def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx, tmp_path, monkeypatch):
+    experiments, exp, _, qs, sitting, _ = _recorded(ctx, tmp_path, monkeypatch)
+    recording.close_sitting(experiments, exp, sitting, qs)
+    out = tmp_path / "small.json.gz"
+    shipped.write(experiments, exp, out)
+    traces = TraceStore(tmp_path / "public.sqlite")
+    installed = shipped.install(traces, out)
+    assert shipped.shipped_ids(traces) == [installed.id] and shipped.reserved_bytes(traces) > 0
+    visitor = traces.new_session("small", "a visitor's question")
+    report = prune(traces, Retention(max_age_days=0.0, max_mb=0.001), now=installed.created_at + 10 ** 9)
+    assert report.sessions == 1 and not traces.session(visitor)
+    assert Experiments(traces).get(installed.id).id == installed.id
+
+    board = build(installed, {"bm25": installed.spec["methods"]["bm25"]["fingerprint"], "composed": "changed"})
+    assert [r.method for r in board.rows] == ["bm25"]       # composed has no runs yet: not a row
+    assert not board.rows[0].stale
+    board = build(installed, {"bm25": "changed"})
+    assert board.rows[0].stale and "(stale)" in board.text()
+    assert f"times on {cpu.describe()}, idle" in board.setting
+    assert "4 questions (2 for the LLM methods)" in board.setting
+    assert board.rows[0].cells["questions"] == 2
+
+
+def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
+    from ui import evidence
+
+    experiments, exp, actx, qs, sitting, _ = _recorded(ctx, tmp_path, monkeypatch)
+    recording.close_sitting(experiments, exp, sitting, qs)
+    # A recording under way compares only the methods with the main methods' questions.
+    assert evidence.compared_methods(experiments, exp) == ["bm25"]
+    second = recording.start(experiments, actx, "small", qs[:2], ["bm25"], llm_questions=0)
+    recording.record_sitting(experiments, second, actx, qs[:2], minutes=10)
+    recording.close_sitting(experiments, second, recording.Sitting(0, "", 0), qs[:2])
+    for i, e in enumerate((exp, second)):   # each differs from the other, so "what differs" names them
+        e.code_version, e.llm = f"{HOSTILE}{i}", f"{HOSTILE}{i} (model)"
+        e.spec["machine"] = f"{HOSTILE}{i}"
+    pages = [evidence.leaderboard_html(exp), evidence.across_html(experiments, exp, second, "recall@5")]
+    rows = evidence.experiment_rows(experiments, None, [exp.id])
+    assert [r[-1] for r in rows] == [second.id, exp.id] and rows[1][7] == "paused · shipped"
+    for html in pages:
+        assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "id='exp-across'" in pages[1] and "<td>bm25</td><td>2</td>" in pages[1]
+
+
+def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_questions():
+    """The file in the repository, named here (a test may point SHIPPED_DIR elsewhere). A change to a
+    method's code or prompts makes its runs stale: `hoptrace record-experiment --rerecord METHOD`."""
+    import gzip
+    from pathlib import Path
+
+    from retrieval.showcase import fingerprint
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    path = root / "experiments" / "demo.json.gz"
+    assert path.stat().st_size < 8e6
+    doc = shipped.read(path)
+    spec = doc["experiment"]["spec"]
+    stale = [m for m, s in spec["methods"].items() if s["fingerprint"] != fingerprint(m)]
+    assert not stale, f"the shipped experiment is stale for {stale}: hoptrace record-experiment --rerecord ..."
+    assert spec["sittings"] and all(s["verdict"] == "idle" for s in spec["sittings"])
+    texts = [q["text"] for q in spec["questions"]]
+    showcase_doc = json.loads(gzip.decompress((root / "showcase" / "demo.json.gz").read_bytes()))
+    assert [it["question"] for it in showcase_doc["items"]] == texts[:len(showcase_doc["items"])]
+    ran = {(e["question_id"], e["method"]) for e in doc["entries"]}
+    assert all(e["row"]["answer"] is not None for e in doc["entries"])   # every run ended with an answer
+    assert ("bm25" in spec["methods"]) and len(ran) == len(doc["entries"])
+    # One recording serves both views: where the experiment has a showcase method on every showcase
+    # question, the Ask page shows those very runs.
+    ids = {q["text"]: q["id"] for q in spec["questions"]}
+    latency = {(e["question_id"], e["method"]): e["run"]["latency_ms"] for e in doc["entries"]}
+    shared = [m for m in showcase_doc["methods"]
+              if all((ids[it["question"]], m) in latency for it in showcase_doc["items"])]
+    assert {"griever", "gear", "sag", "grasp"} <= set(shared), shared
+    for it in showcase_doc["items"]:
+        for m in shared:
+            assert it["runs"][m]["latency_ms"] == latency[(ids[it["question"]], m)], (m, it["question"])

@@ -192,3 +192,26 @@ def test_a_live_run_moves_no_node_as_its_stages_arrive():
                     seen.setdefault(n.key, place)
                     checked += 1
     assert checked > 1000 and not moved, moved[:5]
+
+
+def test_a_live_map_names_its_passages_by_title_as_the_recorded_one_does(small_store):
+    """SAG's stages draw passages by their chunk ids; a run still arriving has no ranking to take
+    titles from, so the app looks them up (ui/tabs/shared.py `_drawn_titles`) and the live map names
+    each passage by its title, never by `chunk-…`."""
+    from types import SimpleNamespace
+
+    from ui.tabs.shared import _drawn_titles
+
+    ids = list(dict.fromkeys(g for q in small_store.questions()[:2] for g in q.gold_passage_ids))[:3]
+    passages = small_store.passages(ids)
+    assert len(passages) == 3 and all(p.title and p.title != p.id for p in passages)
+    stages = [_stage("retrieve", [("q", "question", "Who?")] + [(p.id, "passage", p.id, 0.5) for p in passages],
+                     [("q", p.id, "retrieved") for p in passages])]
+    run = RunResult(method="sag", question="Who?", stages=stages)
+    state = SimpleNamespace(kb=lambda name, warm=False: SimpleNamespace(ctx=SimpleNamespace(store=small_store)))
+    titles = _drawn_titles(state, "small", {"sag": run}, {})
+    assert titles == {p.id: p.title for p in passages}
+    labels = {n.key.split("::", 1)[1]: n.full for n in hopmap.build(run, [], titles=titles, live=True).nodes
+              if n.kind == "passage"}
+    assert labels == {p.id: p.title for p in passages}
+    assert _drawn_titles(state, "small", {"sag": run}, titles) is titles   # nothing new: no lookup

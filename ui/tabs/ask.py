@@ -18,6 +18,7 @@ from ..picker import GROUPS, group_info, paper_order
 from .shared import (
     RUNS_PREFIX,
     SHOWCASE_PREFIX,
+    _drawn_titles,
     _expired,
     _gold_titles,
     _graph_choices,
@@ -239,6 +240,7 @@ def wire(shell) -> None:
             graph_out = "" if fresh else gr.update()
             if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                 graph_sent = latest
+                titles = _drawn_titles(state, kb_name, prog.runs, titles)
                 graph_out = render.hop_maps(prog.runs, prog.gold, f"{latest[0]} · {latest[1].name}", titles,
                                             partial=prog.stages, question=q)
             if not prog.done:

@@ -93,6 +93,21 @@ def _gold_titles(state, kb: str, gold) -> dict:
 
 
 
+def _drawn_titles(state, kb: str, runs: dict, titles: dict) -> dict:
+    """`titles` with the KB's title of every passage the runs' stages drew that it lacks: a run
+    still arriving has no ranking yet to name its passages by, so its map would show bare chunk
+    ids where the recorded one shows titles. One indexed lookup for the new ids only."""
+    drawn = {nd.id for run in runs.values() for st in run.stages if st.subgraph
+             for nd in st.subgraph.nodes if nd.type == "passage" and nd.id not in titles}
+    if not drawn:
+        return titles
+    try:
+        found = {p.id: p.title for p in state.kb(kb, warm=False).ctx.store.passages(sorted(drawn)) if p.title}
+    except Exception:  # noqa: BLE001 - naming is a courtesy; the map is drawn either way
+        return titles
+    return {**titles, **found}
+
+
 def _picker_names(picker) -> list[str]:
     return [c[1] if isinstance(c, (tuple, list)) else c for c in picker.choices]
 

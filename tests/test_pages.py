@@ -77,7 +77,7 @@ def test_the_ask_page_holds_ask_and_traces_and_the_lab_page_the_experiment_tools
     by_id = {c["id"]: c for c in cfg["components"]}
     tabs = {page: [by_id[i]["props"]["label"] for i in p["components"] if by_id[i]["type"] == "tabitem"]
             for page, p in cfg["page"].items()}
-    assert tabs == {"": ["Ask", "Traces"], pages.LAB: ["Benchmark", "Judge", "Index"]}
+    assert tabs == {"": ["Ask", "Traces"], pages.LAB: ["Experiments", "Judge", "Index"]}
     assert [tuple(p[:2]) for p in cfg["pages"]] == [("", "Home"), (pages.LAB, pages.LAB_NAME)]
     # each page has its own header: the KB picker, the backends line, the visitor's id
     for page in cfg["page"].values():

@@ -1,6 +1,6 @@
 """The HopTrace web app: ask, compare side by side, replay stored traces, benchmark, judge, index.
 
-This file assembles the two pages (ui/pages.py: Ask and Traces at /, Benchmark, Judge and Index at
+This file assembles the two pages (ui/pages.py: Ask and Traces at /, Experiments, Judge and Index at
 /lab), each with its header (KB picker, backends line) and its tabs, one module per tab under
 ui/tabs/ (each a `layout` of components, then a `wire` of handlers, since a handler may update
 another tab of its page), and what happens when a visitor arrives. Renders Stage records only (ui/render.py);
@@ -29,6 +29,7 @@ from retrieval.kb.presets import build_dataset, demo_complete, demo_path
 from retrieval.methods import METHODS, method_names, targets
 from retrieval.methods.plugins import load_and_report
 from traces.storage.experiments import Experiments
+from traces.storage.shipped import install_for
 
 from . import early_map, evidence, messages, pages, render, static_cache
 from .judging import JUDGE_KEYS_JS
@@ -58,6 +59,10 @@ def build(state: AppState) -> gr.Blocks:
     shell = SimpleNamespace(state=state, examples=[q.text for q in demo_kb.questions[:40]],
                             all_methods=method_names(), experiments=Experiments(state.traces),
                             comparisons=evidence.ComparisonCache())
+    # The lab opens on the shipped experiment: installed once per version, its first view computed ahead.
+    state.shipped = [e.id for e in install_for(state.traces, [v for _, v in kb_choices])]
+    threading.Thread(target=evidence.warm, args=(shell.comparisons, shell.experiments, state.shipped),
+                     name="warm-lab", daemon=True).start()
 
     # fill_width: the hop maps need the whole width of a 1440 px screen for five or six layers.
     with gr.Blocks(title="HopTrace", fill_width=True) as app:

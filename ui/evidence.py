@@ -1,12 +1,13 @@
-"""The Benchmark tab's experiments: list them, compare two methods question by question, and
+"""The Experiments tab's views: list them, compare two methods question by question, and
 open a question's two stored runs side by side. Renders what traces/stats/compare.py computes; no
-Gradio here, so the handlers in ui/tabs/benchmark.py stay thin and this stays testable."""
+Gradio here, so the handlers in ui/tabs/experiment.py stay thin and this stays testable."""
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional
+from functools import lru_cache
+from typing import Optional, Sequence
 
 from retrieval.core.errors import HopTraceError, InputError
 from traces.judging.judged import judged_for
@@ -42,7 +43,8 @@ class ComparisonCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        c = compare(experiments, exp, metric, qrels=judged_for(experiments.traces, exp, owner) if judged else None)
+        c = compare(experiments, exp, metric, compared_methods(experiments, exp),
+                    qrels=judged_for(experiments.traces, exp, owner) if judged else None)
         if exp.status != "running":
             with self._lock:
                 self._items[key] = c
@@ -65,9 +67,28 @@ class ExperimentView:
     rows: list[list]
     tradeoff_fig: Optional[object] = None
     splits: list = None          # (label, value) of the answer split's cells, for the rows' filter
+    leaderboard_html: str = ""
+    methods: list = None         # the methods compared (a recording under way: those with enough questions)
 
 
 ALL_QUESTIONS = "all"
+
+
+def compared_methods(experiments: Experiments, exp: Experiment) -> Optional[list[str]]:
+    """The methods the views compare (paired tests need the same questions): all of them, except in
+    a recording still under way (traces/storage/recording.py), where a method that has fewer
+    questions than the main methods so far waits for its next sitting (the leaderboard lists it)."""
+    from traces.storage.recording import MAIN_METHODS
+
+    counts = dict(experiments.traces.db.execute(
+        "SELECT method, count(DISTINCT question_id) FROM experiment_runs WHERE experiment_id = ? GROUP BY method",
+        [exp.id]).fetchall())
+    present = [m for m in exp.methods if counts.get(m)]
+    if len(present) == len(exp.methods) and len(set(counts.values())) <= 1:
+        return None
+    main = [m for m in present if m in MAIN_METHODS] or present
+    floor = min((counts[m] for m in main), default=0)
+    return [m for m in present if counts[m] >= floor] or None
 
 def choices(experiments: Experiments, owner: Optional[str]) -> list[tuple[str, str]]:
     return [(e.describe(), e.id) for e in experiments.list(owner=owner)]
@@ -106,14 +127,39 @@ def _settled(experiments: Experiments, exp: Experiment, metric: str, owner: str)
             + "".join(f"<li>{render.esc(x.strip())}</li>" for x in lines[1:]) + "</ul></div>")
 
 
+def warm(cache: ComparisonCache, experiments: Experiments, exp_ids: Sequence[str], metric: str = "recall@5") -> None:
+    """The shipped experiments' first view computed ahead (compare() resamples every pair of methods,
+    seconds for twenty of them), so the lab opens on it at once; on a daemon thread at start-up."""
+    for exp_id in exp_ids:
+        try:
+            exp = experiments.get(exp_id)
+            leaderboard_html(exp)
+            cache.get(experiments, exp, metric)
+        except HopTraceError:
+            continue
+
+
+def default_pair(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str,
+                 owner: str = "") -> tuple[str, str]:
+    """The pair a view opens on: the best method on `metric` against BM25 (the baseline every
+    paper reports), or against the runner-up when BM25 is not there or is the best."""
+    c = cache.get(experiments, exp, metric, owner)
+    ranked = sorted(c.methods, key=lambda m: -c.means[m].mean)
+    if not ranked:
+        return "", ""
+    best = ranked[0]
+    other = "bm25" if "bm25" in ranked and best != "bm25" else next((m for m in ranked[1:]), best)
+    return best, other
+
+
 def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, a: Optional[str],
          b: Optional[str], owner: str = "", split: str = ALL_QUESTIONS) -> ExperimentView:
     """`split`: "method|cell" of the answer split (traces/stats/tradeoff.py) keeps only its
     questions in the rows; ALL_QUESTIONS keeps every one."""
-    methods = exp.methods or []
+    c = cache.get(experiments, exp, metric, owner)
+    methods = c.methods
     a = a if a in methods else (methods[0] if methods else "")
     b = b if b in methods and b != a else next((m for m in reversed(methods) if m != a), a)
-    c = cache.get(experiments, exp, metric, owner)
     pair = c.pair(a, b) if a != b else None
     head = (f"<div class='ht-meta'>experiment <code>{render.esc(exp.id)}</code> · {render.esc(exp.kind)} · KB "
             f"{render.esc(exp.kb)} · {render.esc(exp.provenance())} · "
@@ -161,12 +207,14 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
     # The questions that differ most first: those are the ones a visitor opens.
     out_rows.sort(key=lambda row: -abs(row[5]))
     return ExperimentView(exp, metric, a, b, summary, means_figure(c), funnel_figure(funnels, c.followed), groups_fig,
-                          out_rows, tradeoff_figure(c), split_choices(c))
+                          out_rows, tradeoff_figure(c), split_choices(c, [a, b] if a != b else [a]),
+                          leaderboard_html(exp), list(methods))
 
 
 # --- the whole trade-off (traces/stats/tradeoff.py) -----------------------------------------------
-def split_choices(c) -> list[tuple[str, str]]:
-    """The rows' filter: every question, or one cell of one method's answer split."""
+def split_choices(c, methods: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The rows' filter: every question, one cell of one method's answer split, or the questions
+    where one of `methods` (the two compared) lost the gold at one stage (the funnel's bars)."""
     from traces.stats.tradeoff import CELL_TEXT, CELLS
 
     out = [("all compared questions", ALL_QUESTIONS)]
@@ -174,12 +222,24 @@ def split_choices(c) -> list[tuple[str, str]]:
         for cell in CELLS:
             if sp.count(cell):
                 out.append((f"{sp.method}: {CELL_TEXT[cell].format(k=sp.k)} ({sp.count(cell)})", f"{sp.method}|{cell}"))
+    for m in methods:
+        stages: dict[str, int] = {}
+        for r in c.rows:
+            for st in dict.fromkeys(r["lost"].get(m, [])):
+                stages[st] = stages.get(st, 0) + 1
+        out += [(f"{m}: lost the gold at {st} ({n})", f"{LOST}|{m}|{st}") for st, n in stages.items()]
     return out
+
+
+LOST = "lost"
 
 
 def split_questions(c, split: Optional[str]) -> Optional[set[str]]:
     if not split or split == ALL_QUESTIONS:
         return None
+    if split.startswith(LOST + "|"):
+        _, m, stage = split.split("|", 2)
+        return {r["question_id"] for r in c.rows if stage in r["lost"].get(m, [])}
     method, _, cell = split.partition("|")
     sp = next((x for x in c.answers if x.method == method), None)
     if sp is None or cell not in sp.questions:
@@ -215,10 +275,14 @@ def tradeoff_html(c) -> str:
         cells += [esc(t.usd_label), "–" if t.cpu_s is None else f"{t.cpu_s:.2f}"]
         body += "<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
     reps = f"; ± is the spread over {c.repeat} repetitions" if c.repeat > 1 else ""
-    out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
-           "Money from each run's recorded tokens and the model's price; the embedded model costs $0 and shows "
-           "its CPU seconds.</p><table class='ht-table' id='exp-tradeoff'><tr>"
-           + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{body}</table>")
+    # The leaderboard above has these columns; the table adds recall at the context budget and the
+    # spread, so it is drawn only for an experiment that has them.
+    out = ""
+    if c.budget or c.repeat > 1:
+        out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
+               "Money from each run's recorded tokens and the model's price; the embedded model costs $0 and "
+               "shows its CPU seconds.</p><table class='ht-table' id='exp-tradeoff'><tr>"
+               + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{body}</table>")
     if c.answers:
         cols = ["gold in, right", "gold in, wrong: <b>reader lost it</b>", "gold missed, right",
                 "gold missed, wrong: <b>retriever lost it</b>"]
@@ -309,6 +373,111 @@ def pair_note(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
             f"<code>{render.esc(exp.id[:12])}</code>, not re-run: question {render.esc(question_id)} · {scores}. "
             f"A method that cut one longer ranking shows all of it; a missed gold passage names the last "
             f"stage that held it.</div>")
+
+
+# --- the leaderboard, the experiments and two experiments compared ------------------------------------
+@lru_cache(maxsize=None)
+def _fingerprint(method: str) -> str:
+    """This code's fingerprint of a method; the code does not change while the app runs."""
+    from retrieval.methods import METHODS, root_method
+    from retrieval.showcase import fingerprint
+
+    return fingerprint(method) if root_method(method) in METHODS else ""
+
+
+def leaderboard_html(exp: Experiment) -> str:
+    """One row a method, best of each column in bold, a stale method labelled, the shared setting once."""
+    from traces.stats.leaderboard import COLUMNS, NAMED_MODEL, build, named_text
+
+    board = build(exp, {m: _fingerprint(m) for m in exp.methods})
+    if not board.rows:
+        return ""
+    esc = render.esc
+    best = {c: board.best(c) for c, _, _ in COLUMNS if c != "questions"}
+    heads = "".join(f"<th>{esc(c)}</th>" for c, _, _ in COLUMNS)
+    body = ""
+    for r in board.rows:
+        cells = []
+        for c, _, digits in COLUMNS:
+            v = r.cells.get(c)
+            text = "–" if v is None else (str(int(v)) if digits is None else f"{v:.{digits}f}")
+            cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
+        stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
+        body += (f"<tr><td>{esc(r.method)}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
+                 f"<td>{esc(named_text(r.usd_named))}</td></tr>")
+    sittings = exp.spec.get("sittings", [])
+    status = ""
+    if exp.status == "paused":
+        status = (f"<p class='ht-meta' id='exp-progress'>Recording under way ({len(sittings)} sitting"
+                  f"{'s' if len(sittings) != 1 else ''} so far): each method is scored on the questions it has; "
+                  "the charts below compare the methods that share the most questions.</p>")
+    return (f"<div id='exp-leaderboard'><p class='ht-meta' id='exp-setting'>{esc(board.setting)}</p>{status}"
+            f"<table class='ht-table'><tr><th>method</th>{heads}<th>$ / question</th>"
+            f"<th>$ at {esc(NAMED_MODEL)}</th></tr>{body}</table><p class='ht-meta'>"
+            + "<br>".join(esc(n) for n in board.notes) + "<br>Bold: the best of a column.</p></div>")
+
+
+EXPERIMENT_COLUMNS = ["when", "KB", "questions", "methods", "LLM", "code", "machine", "status", "id"]
+
+
+def experiment_rows(experiments: Experiments, owner: Optional[str], shipped: Sequence[str] = ()) -> list[list]:
+    """The experiments table, newest first: the visitor's, with the shipped ones (everyone's)."""
+    import time as _time
+
+    mine = experiments.list(owner=owner)
+    have = {e.id for e in mine}
+    extra = [experiments.get(i) for i in shipped if i not in have]
+    rows = []
+    for e in sorted(mine + extra, key=lambda x: -x.created_at):
+        methods = e.methods
+        status = e.status + (" · shipped" if e.id in shipped else "")
+        rows.append([_time.strftime("%Y-%m-%d %H:%M", _time.localtime(e.created_at)), e.kb, e.n_questions,
+                     f"{len(methods)}: {', '.join(methods[:4])}{', …' if len(methods) > 4 else ''}",
+                     e.llm.split(" (")[0], e.code_version, e.machine or "not recorded", status, e.id])
+    return rows
+
+
+def across_html(experiments: Experiments, old: Experiment, new: Experiment, metric: str) -> str:
+    """`compare OLD --against NEW` in the page: what differs between the two, then each method's
+    change with its interval and paired test, gains green and losses red."""
+    from traces.stats.across import compare_across
+
+    c = compare_across(experiments, old, new, metric)
+    esc = render.esc
+    differs = [f"{name}: {esc(str(a))} → {esc(str(b))}" for name, a, b in (
+        ("KB", f"{old.kb} ({old.kb_fingerprint})", f"{new.kb} ({new.kb_fingerprint})"),
+        ("LLM", old.llm, new.llm), ("code", old.code_version, new.code_version),
+        ("machine", old.machine, new.machine)) if a != b]
+    body = ""
+    for r in c.rows:
+        p = r.change
+        arrow, cls = ("▲", "ht-gain") if p.significant and p.mean_diff > 0 else (
+            ("▼", "ht-loss") if p.significant else ("=", ""))
+        adj = "" if p.p_adjusted is None else f"{p.p_adjusted:.3g}"
+        body += (f"<tr class='{cls}'><td>{esc(r.method)}</td><td>{p.n}</td><td>{r.old.mean:.3f}</td>"
+                 f"<td>{r.new.mean:.3f}</td><td>{arrow} {p.mean_diff:+.3f} [{p.low:+.3f}, {p.high:+.3f}]</td>"
+                 f"<td>{p.p:.3g}</td><td>{adj}</td><td>{p.wins} / {p.ties} / {p.losses}</td>"
+                 f"<td>{esc(r.verdict)}</td></tr>")
+    return (f"<div id='exp-across'><p class='ht-meta'>Before: <code>{esc(old.id[:12])}</code> · after: "
+            f"<code>{esc(new.id[:12])}</code> · {esc(metric)}, questions paired by id. What differs: "
+            f"{'; '.join(differs) or 'nothing recorded'}.</p><table class='ht-table'><tr><th>method</th><th>n</th>"
+            "<th>before</th><th>after</th><th>change [95 % CI]</th><th>p</th><th>p (Holm)</th>"
+            f"<th>better / same / worse</th><th>verdict</th></tr>{body}</table>"
+            + (f"<p class='ht-meta'>In one experiment only: {esc(', '.join(c.not_shared))}</p>" if c.not_shared
+               else "") + "</div>")
+
+
+def report_file(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, owner: str = ""):
+    """The view as the self-contained HTML report `compare --html` writes, in a fresh temporary file."""
+    import tempfile
+    from pathlib import Path
+
+    from traces.stats.compare import write_html
+
+    name = f"hoptrace-{exp.id[:12]}-{metric.replace('@', '-at-')}.html"
+    out = Path(tempfile.mkdtemp(prefix="hoptrace-report-")) / name
+    write_html(cache.get(experiments, exp, metric, owner), out)
+    return str(out)
 
 
 def error(e: HopTraceError) -> str:

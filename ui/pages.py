@@ -1,6 +1,6 @@
 """The app's two pages, and the links between them.
 
-`/` holds what a visitor comes for, Ask and Traces; `/lab` holds the experiment tools, Benchmark,
+`/` holds what a visitor comes for, Ask and Traces; `/lab` holds the experiment tools, Experiments,
 Judge and Index. They are two pages (Gradio's `Blocks.route`) rather than five tabs of one because
 Gradio processes every component of a page's config in the browser, twice, before it shows any of
 them, in time that grows faster than the count: with all five tabs (205 components) the first
@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 from .static_cache import app_path
 
 LAB = "lab"
-LAB_NAME = "Benchmark · Judge · Index"
+LAB_NAME = "Experiments · Judge · Index"
 HOME_NAME = "Ask · Traces"
 # The query of a link to one question of an experiment, opened on the Ask page.
 PAIR_KEYS = ("experiment", "question", "metric", "a", "b")

@@ -58,20 +58,70 @@ def app_url(small_kb, embedder, tmp_path_factory):
     build_kb(kb, [evil], [RulesExtractor(n_process=1)], embedder, progress=False)  # appended
     shutil.copyfile(kb, kb_dir() / "demo.sqlite")
     from retrieval import showcase
+    from retrieval.core import idle
+    from traces.storage import shipped as shipped_experiment
 
-    shipped = showcase.SHOWCASE_DIR
+    shipped, shipped_dir, settle = showcase.SHOWCASE_DIR, shipped_experiment.SHIPPED_DIR, idle.SETTLE_S
+    idle.SETTLE_S = 0.0   # the recorder's units are milliseconds long here
     try:
         _record_showcase(home)
+        _record_experiment(home)
         state = AppState(trace_path=home / "traces.sqlite")
-        app = build(state)   # the Ask tab reads the recording here, once
+        app = build(state)   # the Ask tab reads the recording here, once; the lab installs the experiment
+        _second_experiment(state)
     finally:
         # The module's global is shared by every test of the session: the shipped recording's
         # test read this one instead, and passed in the suite while it failed alone.
-        showcase.SHOWCASE_DIR = shipped
+        showcase.SHOWCASE_DIR, shipped_experiment.SHIPPED_DIR, idle.SETTLE_S = shipped, shipped_dir, settle
     port = free_port()
     serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
     yield f"http://127.0.0.1:{port}/"
     app.close()
+
+
+def _answering_ctx():
+    """The test KB with the scripted test double of the LLM (tests/llm_double.py) for the answer step."""
+    from llm_double import scripted_llm
+
+    from retrieval.core.paths import kb_dir
+    from retrieval.encoders.embedder import get_embedder
+    from retrieval.methods import Context
+    from retrieval.store import open_store
+
+    store = open_store(str(kb_dir() / "demo.sqlite"))
+    llm, _ = scripted_llm({"answer": [json.dumps({"answer": "Ostrevan"})] * 60})
+    return Context(store, get_embedder(store.info().embed_model), llm)
+
+
+LAB_METHODS = ["bm25", "composed", "griever"]
+
+
+def _record_experiment(home: Path) -> None:
+    """The lab's shipped experiment: three LLM-free methods on four questions, each run ending with
+    an answer, recorded by the real recorder (idle-watched) and written where the app installs it."""
+    from traces.storage import recording, shipped
+    from traces.storage.experiments import Experiments
+    from traces.storage.store import TraceStore
+
+    ctx = _answering_ctx()
+    experiments = Experiments(TraceStore(home / "recording.sqlite"))
+    qs = recording.order_questions(ctx.store.questions(), [], 4)
+    exp = recording.start(experiments, ctx, "demo", qs, LAB_METHODS, llm_questions=4)
+    recording.close_sitting(experiments, exp, recording.record_sitting(experiments, exp, ctx, qs, minutes=10), qs)
+    shipped.SHIPPED_DIR = home / "experiments"
+    shipped.write(experiments, exp, shipped.path_for("demo"))
+
+
+def _second_experiment(state) -> None:
+    """A later experiment of two of its methods on the same questions, to compare with it."""
+    from traces.storage import recording
+    from traces.storage.experiments import Experiments
+
+    ctx = _answering_ctx()
+    experiments = Experiments(state.traces)
+    qs = recording.order_questions(ctx.store.questions(), [], 4)
+    exp = recording.start(experiments, ctx, "demo", qs, LAB_METHODS[:2], llm_questions=4)
+    recording.close_sitting(experiments, exp, recording.record_sitting(experiments, exp, ctx, qs, minutes=10), qs)
 
 
 def _record_showcase(home: Path) -> None:
@@ -152,8 +202,8 @@ def page(chromium, app_url):
         yield pg
 
 
-# Ask and Traces are tabs of the page at /, Benchmark, Judge and Index of the page at /lab (ui/pages.py).
-LAB_TABS = {"Benchmark", "Judge", "Index"}
+# Ask and Traces are tabs of the page at /, Experiments, Judge and Index of the page at /lab (ui/pages.py).
+LAB_TABS = {"Experiments", "Judge", "Index"}
 
 
 def _tab(page, name: str, query: str = "") -> None:
@@ -164,6 +214,11 @@ def _tab(page, name: str, query: str = "") -> None:
                   wait_until="domcontentloaded")
         page.wait_for_selector("#tabs", timeout=60_000)
     page.get_by_role("tab", name=name).click()
+    if name == "Experiments":   # the forms that make experiments are folded under the view
+        for fold, inside in (("#bench-fold", "#bench-run"), ("#repro-fold", "#repro-run")):
+            if not page.locator(inside).is_visible():
+                page.locator(f"{fold} .label-wrap").first.click()
+                page.wait_for_selector(inside, state="visible", timeout=10_000)
 
 
 def _set_question(page, text: str) -> None:
@@ -252,7 +307,7 @@ def test_an_injected_title_renders_as_text_everywhere(page, shots):
 
 
 def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.fill("#bench-limit input", "2")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "
@@ -269,7 +324,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
     """Repetitions and a context budget from the tab: the table gives the spread and stable@5,
     the experiment's view the trade-off table, the verdicts over repetitions and quality
     against cost a question."""
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.fill("#bench-limit input", "3")
     page.fill("#bench-repeat input", "2")
     page.fill("#bench-budget input", "400")
@@ -288,7 +343,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
 
 
 def test_benchmark_tab_reproduces_a_paper(page, shots):
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.fill("#bench-limit input", "3")
     page.click("#repro-run")
     page.wait_for_function("document.querySelector('#repro-out') && "
@@ -304,13 +359,16 @@ def test_benchmark_tab_reproduces_a_paper(page, shots):
 def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url, shots):
     """A benchmark becomes an experiment: the comparison with its uncertainty, the funnel, the
     per-question table; a row opens both stored runs in the Ask tab, and ?experiment=ID reopens it."""
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.fill("#bench-limit input", "4")
     page.click("#bench-run")
+    # The view leaves the shipped experiment (kind bench) for this benchmark's (kind app).
     page.wait_for_function("document.querySelector('#exp-summary') && "
+                           "document.querySelector('#exp-summary').innerText.includes(' · app · KB') && "
                            "document.querySelector('#exp-summary').innerText.includes('95 % CI')", timeout=180_000)
     summary = page.locator("#exp-summary").inner_text()
-    assert "A = bm25" in summary and "B = griever" in summary and "paired randomization p" in summary
+    # The view opens on the best method against BM25, the baseline every paper reports.
+    assert "B = bm25" in summary and "paired randomization p" in summary
     page.wait_for_selector("#exp-funnel .js-plotly-plot", timeout=30_000)
     funnel = page.locator("#exp-funnel").inner_text()
     assert "Where the gold is lost" in funnel and "top 5" in funnel
@@ -324,7 +382,8 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     page.locator("#exp-rows [data-testid=cell-0-1]").click()
     page.wait_for_selector("#experiment-banner", timeout=30_000)
     assert page.locator("#columns .ht-col").count() == 2
-    for m in ("bm25", "griever"):
+    pair = re.search(r"A = (\S+) vs B = (\S+):", summary).groups()
+    for m in pair:
         assert page.locator(f"#columns .ht-col[data-method='{m}'] table.ht-ranking").count() == 1
     assert page.locator("#question textarea").input_value().strip() == question
     assert "gold found:" in page.locator("#columns").inner_text()
@@ -347,6 +406,82 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
                            f"document.querySelector('#exp-summary').innerText.includes('{exp_id}')", timeout=60_000)
     page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
                            timeout=30_000)
+
+
+EMPTY_PANELS_JS = """() => [...document.querySelectorAll('[aria-label="Empty value"], .empty, .js-plotly-plot')]
+  .filter(e => e.offsetParent !== null && (e.matches('.js-plotly-plot') ? !e.querySelector('.main-svg') : true))
+  .length"""
+
+
+def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, app_url, shots):
+    """No click: the shipped experiment's leaderboard, trade-off, intervals, hops, funnel and
+    questions; then the experiments table, two experiments compared, the report, and a question
+    opened into the Ask page's hop maps."""
+    with _opened(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        t0 = time.perf_counter()
+        page.goto(app_url + "lab", wait_until="domcontentloaded")
+        page.wait_for_selector("#exp-pick", timeout=60_000)
+        to_ready = time.perf_counter() - t0
+        page.wait_for_selector("#exp-leaderboard table", timeout=60_000)
+        to_board = time.perf_counter() - t0
+        plots = ("#exp-tradeoff-plot", "#exp-means-plot", "#exp-groups", "#exp-funnel")
+        for sel in plots:
+            page.wait_for_selector(f"{sel} .js-plotly-plot .main-svg", timeout=60_000)
+        to_plots = time.perf_counter() - t0
+        page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
+                               timeout=30_000)
+        board = page.locator("#exp-leaderboard").inner_text()
+        assert all(m in board for m in LAB_METHODS) and "idle" in board and "each run ends with an answer" in board
+        for col in ("recall@5", "recall@10", "EM", "F1", "s / question", "CPU s / question", "tokens / question",
+                    "$ / question"):
+            assert col in board, col
+        empty = page.evaluate(EMPTY_PANELS_JS)
+        height = page.evaluate("document.documentElement.scrollHeight")
+        page.screenshot(path=str(shots / "lab-first-view.png"), full_page=True)
+        print(f"lab: page ready {to_ready:.2f} s, leaderboard {to_board:.2f} s, every plot {to_plots:.2f} s, "
+              f"{empty} empty panels, page {height} px")
+        assert empty == 0
+        # The experiments table, newest first: the later one opens its view above.
+        page.locator("#exp-list-fold .label-wrap").first.click()
+        page.wait_for_selector("#exp-table [data-testid=cell-1-8]", timeout=30_000)
+        rows = page.locator("#exp-table [role=row][data-index]")
+        texts = [rows.nth(i).inner_text() for i in range(rows.count())]
+        shipped_row = next(i for i, t in enumerate(texts) if "shipped" in t)
+        later_row = next(i for i, t in enumerate(texts) if "2: bm25, composed" in t)
+        assert later_row < shipped_row   # newest first
+        shipped_id = page.locator(f"#exp-table [data-testid=cell-{shipped_row}-8]").inner_text().strip()
+        later_id = page.locator(f"#exp-table [data-testid=cell-{later_row}-8]").inner_text().strip()
+        page.locator(f"#exp-table [data-testid=cell-{later_row}-3]").click()
+        page.wait_for_function(f"document.querySelector('#exp-summary').innerText.includes('{later_id}')",
+                               timeout=60_000)
+        assert "griever" not in page.locator("#exp-leaderboard").inner_text()
+        page.screenshot(path=str(shots / "lab-from-table.png"), full_page=True)
+        # Compared with the shipped one: each shared method's change, its interval and paired test.
+        page.locator("#exp-against input").click()
+        page.get_by_role("option", name=re.compile(shipped_id[:12])).first.click()
+        page.click("#exp-against-run")
+        page.wait_for_selector("#exp-across table", timeout=60_000)
+        across = page.locator("#exp-across").inner_text()
+        assert "bm25" in across and "composed" in across and "change [95 % CI]" in across
+        assert "griever" in across   # named as in one experiment only
+        page.locator("#exp-across").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "lab-two-compared.png"))
+        page.click("#exp-report-run")
+        page.wait_for_selector("#exp-report a", timeout=60_000)
+        assert ".html" in page.locator("#exp-report").inner_text()
+        # A question of the shipped experiment opens both stored runs' hop maps on the Ask page.
+        page.goto(app_url + "lab", wait_until="domcontentloaded")
+        page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
+                               timeout=60_000)
+        page.locator("#exp-rows [data-testid=cell-0-1]").click()
+        page.wait_for_selector("#experiment-banner", timeout=60_000)
+        page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=60_000)
+        assert page.evaluate("location.pathname") == "/" and page.locator("#columns .ht-col").count() == 2
+        page.screenshot(path=str(shots / "lab-question-in-ask.png"))
+        assert dialogs == []
 
 
 def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_path, shots):
@@ -849,7 +984,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     (tmp_path / "mine.json").write_text(json.dumps(mine))
     _add_question_set(page, tmp_path / "mine.json", "mine")
     assert "mine · 3 questions · no gold, 3 with answers" in page.locator("#qs-log").inner_text()
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     assert page.locator("#bench-set input").input_value() == "mine"
     page.fill("#bench-limit input", "3")
     page.click("#bench-run")
@@ -888,7 +1023,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.wait_for_function("document.querySelector('#judge-passage').innerText === "
                            f"{first!r}", timeout=30_000)
     # compare on the judgments
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.locator("#exp-metric input").click()
     page.get_by_role("option", name="ndcg@5").click()
     page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('judged:')", timeout=60_000)
@@ -957,7 +1092,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
                            timeout=60_000)
     page.screenshot(path=str(shots / "generate-review.png"), full_page=True)
     # bench two methods on the kept questions: gold exists, so recall is measured
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     assert page.locator("#bench-set input").input_value() == "gen_fiction"
     for label in page.locator("#bench-methods label").all():
         name = label.inner_text().strip()
@@ -966,9 +1101,11 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "
                            "document.querySelector('#bench-table').innerText.includes('recall@5')", timeout=180_000)
-    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('recall@5')", timeout=60_000)
+    # The view moves from the shipped experiment (KB demo) to this one.
+    page.wait_for_function("document.querySelector('#exp-summary').innerText.includes('KB fiction')",
+                           timeout=60_000)
     summary = page.locator("#exp-summary").inner_text()
-    assert "bm25" in summary and "dense" in summary
+    assert "recall@5" in summary and "bm25" in summary and "dense" in summary
     page.screenshot(path=str(shots / "generate-bench.png"), full_page=True)
 
 
@@ -1054,7 +1191,7 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     mine = [{"id": f"t{i}", "question": f"What is {t} known for?", "answer": t} for i, t in enumerate(titles)]
     (tmp_path / "queue.json").write_text(json.dumps(mine))
     _add_question_set(page, tmp_path / "queue.json", "queue-set")
-    _tab(page, "Benchmark")
+    _tab(page, "Experiments")
     page.fill("#bench-limit input", "16")
     page.click("#bench-run")
     page.wait_for_function("document.querySelector('#bench-table') && "
@@ -1118,4 +1255,6 @@ def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_
         assert figures["columns"] == 5
         assert figures["map_in_view_after_click"], figures
         assert figures["clicked_stage_overlaps"] == 0 and figures["clicked_stage_min_label_px"] >= 12
-        assert figures["run_px"] <= 2 * 900, figures     # the run fits two screens
+        # The run fits two screens and the answer line every shipped run now ends with (the showcase's
+        # runs are the shipped experiment's, answer step included: 1,854 px for the tallest).
+        assert figures["run_px"] <= 2 * 900 + 80, figures

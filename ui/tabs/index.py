@@ -57,7 +57,7 @@ def layout(shell) -> SimpleNamespace:
         up_log = gr.Markdown(elem_id="up-log", min_height=90)  # room for the build's progress line
         gr.Markdown("**Your questions, no gold needed**: a `.txt` file (one question a line), a JSON list "
                     "of strings or of `{id, question[, answer]}`, or a CSV with a `question` column, added "
-                    "as a question set to the knowledge base picked at the top. Bench it in the Benchmark "
+                    "as a question set to the knowledge base picked at the top. Bench it in the Experiments "
                     "tab, then pool and judge the runs in the Judge tab.")
         with gr.Row():
             qs_file = gr.File(label="Questions (.txt, .json, .csv)", file_types=[".txt", ".json", ".csv"],
@@ -123,7 +123,7 @@ def wire(shell) -> None:
         questions = load_plain_questions(Path(file))
         qs = QuestionSets(state.traces).add(kb_name, set_name, questions, Path(file).name,
                                             owner=state.owner_id(who))
-        return (f"Added to **{messages.md(kb_name)}**: {messages.md(qs.describe())}. Pick it in the Benchmark "
+        return (f"Added to **{messages.md(kb_name)}**: {messages.md(qs.describe())}. Pick it in the Experiments "
                 "tab's *Question set*.", set_choices(kb_name, who, qs.name))
 
     # The log is emptied first: a refusal's error badge must not sit above the last success's message.

@@ -24,12 +24,12 @@ AUTO_JUDGES = {"none (I grade them myself)": None, "the answer rule (LLM-free, i
 
 
 def build_tab(state, experiments: Experiments, visitor):
-    """The tab's components and handlers; returns the experiment picker (the Benchmark tab keeps it in step)."""
+    """The tab's components and handlers; returns the experiment picker (the Experiments tab keeps it in step)."""
     with gr.Tab("Judge", id="judge"):
         gr.Markdown(
             "**Judge an experiment that has no gold.** Its methods' top passages are pooled per question (TREC "
             "depth-k pooling) and graded 0–3: by you here, by the answer rule where the questions give answers, "
-            "or by the LLM. Then the Benchmark tab compares the methods on the judgments (nDCG@k, P@k, "
+            "or by the LLM. Then the Experiments tab compares the methods on the judgments (nDCG@k, P@k, "
             "judged recall@k) with intervals and paired tests, as it does on gold. "
             f"<br><i>{render.esc(measured.why_default(None))}.</i>")
         with gr.Row():

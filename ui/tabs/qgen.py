@@ -37,7 +37,7 @@ def layout_section() -> SimpleNamespace:
         go = gr.Button("Generate questions", variant="primary", elem_id="gen-go", scale=1)
     log = gr.Markdown(elem_id="gen-log")
     gr.Markdown("**Review generated questions**: each with its gold passages. Keep it, edit its wording or "
-                "answer, or drop it; the set in the Benchmark tab's *Question set* follows at once.")
+                "answer, or drop it; the set in the Experiments tab's *Question set* follows at once.")
     with gr.Row():
         pick_set = gr.Dropdown([NONE], value=NONE, label="Generated set", elem_id="gen-set", scale=1,
                                allow_custom_value=True)

@@ -418,6 +418,7 @@ def leaderboard_html(exp: Experiment) -> str:
 
 
 EXPERIMENT_COLUMNS = ["when", "KB", "questions", "methods", "LLM", "code", "machine", "status", "id"]
+EXPERIMENT_WIDTHS = ["11%", "6%", "8%", "19%", "13%", "10%", "13%", "9%", "11%"]
 
 
 def experiment_rows(experiments: Experiments, owner: Optional[str], shipped: Sequence[str] = ()) -> list[list]:

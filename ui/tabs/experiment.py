@@ -70,6 +70,7 @@ def layout(shell) -> SimpleNamespace:
     e_open = script_box("exp-open")
     with gr.Accordion("Experiments: every one stored, two compared, the report", open=False, elem_id="exp-list-fold"):
         e_table = gr.Dataframe(headers=evidence.EXPERIMENT_COLUMNS, interactive=False, wrap=True,
+                               column_widths=evidence.EXPERIMENT_WIDTHS,
                                elem_id="exp-table", label="Newest first; a click opens one above")
         with gr.Row(equal_height=True):
             x_old = gr.Dropdown([], label="Compare the experiment above with (before)", scale=3,

@@ -89,10 +89,11 @@ SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}:\n    pass\n"
 
 @pytest.fixture()
 def busy():
-    """A process spinning one core for a few seconds, orphaned so it is not in our process tree
+    """A process spinning one core for up to 30 s (in the suite a test reached its first watched unit
+    after 12 s had passed), orphaned so it is not in our process tree
     (a child of ours would count as our own work). Ends by itself; killed by its pid after."""
     launcher = ("import subprocess, sys\n"
-                f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(s=12)!r}], start_new_session=True, "
+                f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(s=30)!r}], start_new_session=True, "
                 "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
                 "print(p.pid)\n")
     pid = int(subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True).stdout)

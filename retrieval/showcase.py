@@ -184,15 +184,30 @@ class Showcase:
         return next((r for r in self.items if label_or_question in (r.label, r.question)), None)
 
 
-def _read(path: Path) -> dict:
+def read_recording(path: Path, what: str, fmt: int) -> dict:
+    """A gzipped JSON recording (this showcase, or the shipped experiment: traces/storage/shipped.py);
+    an unreadable file or another format is a HopTraceError naming `what`."""
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
-        raise HopTraceError(f"showcase {path}: not a readable recording ({e})") from e
-    if doc.get("format") != FORMAT:
-        raise HopTraceError(f"showcase {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
+        raise HopTraceError(f"{what} {path}: not a readable recording ({e})") from e
+    if doc.get("format") != fmt:
+        raise HopTraceError(f"{what} {path}: format {doc.get('format')!r}, this version reads {fmt}")
     return doc
+
+
+def write_recording(doc: dict, out: Path) -> None:
+    """Written whole or not at all: a partial file first, then renamed over `out`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"), default=str)
+    tmp.replace(out)
+
+
+def _read(path: Path) -> dict:
+    return read_recording(path, "showcase", FORMAT)
 
 
 def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequence[str] = DEFAULT_METHODS,
@@ -262,11 +277,7 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
         doc["conditions"] = {**{m: kept_conditions[m] for m in kept if m in kept_conditions}, **doc["conditions"]}
         if not llm_methods:  # an LLM-free method re-recorded says nothing about the LLM methods' profile
             doc["profile"] = old["profile"]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".partial")
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
-    tmp.replace(out)
+    write_recording(doc, out)
     return out
 
 

@@ -221,8 +221,6 @@ def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
     the experiment's fingerprint, date, code version and conditions, so the Ask page and the lab
     never disagree. Returns the methods taken over; the others keep their own recording."""
     import datetime as dt
-    import gzip
-    import json
 
     from retrieval import showcase
 
@@ -256,8 +254,5 @@ def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
         doc.setdefault("conditions", {})[m] = conditions
         taken.append(m)
     if taken:
-        tmp = path.with_suffix(".partial")
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
-        tmp.replace(path)
+        showcase.write_recording(doc, path)
     return taken

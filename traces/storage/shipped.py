@@ -9,7 +9,6 @@ only when the file holds other runs than the copy installed.
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from retrieval.core.errors import HopTraceError
+from retrieval.showcase import read_recording, write_recording
 from retrieval.trace.model import RunResult, dumps
 
 from .experiments import Experiment, Experiments
@@ -46,23 +46,12 @@ def write(experiments: Experiments, exp: Experiment, out: Path) -> int:
         "id": exp.id, "created_at": exp.created_at, "finished_at": exp.finished_at, "kind": exp.kind, "kb": exp.kb,
         "kb_fingerprint": exp.kb_fingerprint, "llm": exp.llm, "code_version": exp.code_version,
         "status": exp.status, "spec": exp.spec, "summary": exp.summary}, "entries": entries}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".partial")
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"), default=str)
-    tmp.replace(out)
+    write_recording(doc, out)
     return out.stat().st_size
 
 
 def read(path: Path) -> dict:
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise HopTraceError(f"shipped experiment {path}: not a readable recording ({e})") from e
-    if doc.get("format") != FORMAT:
-        raise HopTraceError(f"shipped experiment {path}: format {doc.get('format')!r}, this version reads {FORMAT}")
-    return doc
+    return read_recording(path, "shipped experiment", FORMAT)
 
 
 def _stamp(doc: dict) -> str:

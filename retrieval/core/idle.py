@@ -30,6 +30,8 @@ LOAD_MAX_PER_CORE = 0.35
 # The calibration's slow-down, after against before, that counts as contention.
 CALIBRATION_MAX_RATIO = 1.25
 SETTLE_S = 1.0
+# The shortest window sampled: with 100 clock ticks a second, one stray tick in it is 2 % of two cores.
+MIN_WINDOW_S = 0.25
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -114,8 +116,13 @@ class Watch:
         while not stopped:
             stopped = self._stop.wait(self.interval_s)
             cur, now = _proc_table(), time.monotonic()
-            if stopped and now - t_prev < 0.25:
-                return   # too short a last interval: one stray clock tick would read as load
+            if stopped and now - t_prev < MIN_WINDOW_S:
+                if self.samples:
+                    return   # too short a last interval: one stray clock tick would read as load
+                # A block shorter than the window is still watched: the window is waited out. A unit
+                # that took 0.2 s went unwatched, and a process spinning a core beside it read idle.
+                time.sleep(MIN_WINDOW_S - (now - t_prev))
+                cur, now = _proc_table(), time.monotonic()
             if prev is None or cur is None:
                 return
             mine = _own_tree(cur) | _own_tree(prev)

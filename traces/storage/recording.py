@@ -159,10 +159,14 @@ def summary(experiments: Experiments, exp: Experiment) -> dict:
 
 def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Sequence[Question], minutes: float,
                    on_unit: Optional[Callable[[Unit, int, str], None]] = None,
-                   wait_idle: Callable[[], None] = lambda: None) -> Sitting:
+                   wait_idle: Callable[[], None] = lambda: None,
+                   watch: Optional[Callable[[], idle.Watch]] = None) -> Sitting:
     """Record units in order until none is left or `minutes` have passed (a unit already begun
     finishes). A unit disturbed by other work is discarded and, after `wait_idle`, recorded again,
-    at most twice; then it stays out of this sitting."""
+    at most twice; then it stays out of this sitting. `watch` makes each unit's watch (the
+    load average is judged once, at the sitting's start, by the CLI: after the first unit it
+    counts this recording's own work)."""
+    watch = watch or (lambda: idle.Watch(WATCH_INTERVAL_S, check_load=False))
     sitting = Sitting(time.time(), cpu.describe(), minutes)
     store = experiments.sink(exp)
 
@@ -182,12 +186,10 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
             break
         fresh_model(ctx.llm)
         for _attempt in range(3):
-            # The load average is judged once, at the sitting's start (the CLI): after the first unit
-            # it counts this recording's own work.
-            with idle.Watch(WATCH_INTERVAL_S, check_load=False) as watch:
+            with watch() as watched:
                 res = run_bench(ctx, exp.kb, todo, [unit.method], ks=KS, protocol="slice", progress=False,
                                 answer=True, sink=sink, repeat=REPEAT)
-            cond = watch.conditions
+            cond = watched.conditions
             n = sum(1 for r in res.per_question)
             if cond.verdict == "idle":
                 sitting.conditions.append(cond.as_dict())

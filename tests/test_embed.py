@@ -28,6 +28,13 @@ def test_query_encoding_through_onnx_equals_torch(embedder, monkeypatch):
     embedder.encode(["load the ONNX encoder"])
     assert embedder._onnx_encoder() is not None, "onnxruntime is a dependency: the ONNX path must load here"
     fast = embedder.encode_query(Q)
+    # A fresh embedder over the made export never loads sentence-transformers (~8 s a process):
+    # the model's tokenizer.json and ONNX Runtime give the same tokens and vectors.
+    light = Embedder(embedder.name)
+    again = light.encode_query(Q)
+    assert light._model is None and light.dim == embedder.dim == 384
+    assert again.token_spans == fast.token_spans and np.array_equal(again.vector, fast.vector)
+    assert np.array_equal(light.encode([Q, "a b"]), embedder.encode([Q, "a b"]))
     monkeypatch.setenv("HOPTRACE_ONNX", "0")
     torch_only = Embedder(embedder.name)
     slow = torch_only.encode_query(Q)

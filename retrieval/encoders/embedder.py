@@ -14,13 +14,14 @@ import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.paths import cache_dir
 from ..trace.model import charge_reused
+from .tokenizer import FastTokenizer, Layout
 
 
 def _before_loading_a_model() -> None:
@@ -32,9 +33,6 @@ def _before_loading_a_model() -> None:
     measured on the demo KB, dense p95 went from 25 ms to 110 ms with them."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from ..core.progress_bar import quiet_library_bars
-
-    quiet_library_bars()
     if "OPENBLAS_NUM_THREADS" not in os.environ:
         from threadpoolctl import threadpool_limits
 
@@ -110,31 +108,61 @@ class QueryEncoding:
 
 
 class Embedder:
+    """A sentence-transformers model. Once its ONNX export exists, queries and batches run on ONNX
+    Runtime with the model's own tokenizer.json and sentence-transformers is never imported
+    (retrieval/encoders/tokenizer.py: ~8 s a process); `model` loads it where it is needed
+    (torch without onnxruntime, the export itself, bf16 and CUDA encoders)."""
+
     def __init__(self, name: str = DEFAULT_MODEL):
         if name not in MODELS:
             raise ConfigError(f"unknown embedding model {name!r}; choose one of {sorted(MODELS)}")
-        import torch
         _before_loading_a_model()
-        from sentence_transformers import SentenceTransformer
-
         self.name = name
         self.path = MODELS[name]()
-        self.model = SentenceTransformer(str(self.path), device="cpu")
-        # Inference only. encode_query calls forward() directly, which (unlike encode()) does
-        # not switch to eval mode; left in training mode, query vectors were random after the
-        # ONNX export below (dropout), and GRIEVER's near-ties flipped from run to run.
-        self.model.eval()
-        # One intra-op thread for queries: a steady ~14 ms per question, where two threads
-        # measured 12 ms back to back but ~20 ms after any other work (their workers sleep
-        # and must be woken), and concurrent columns in the app get a core each.
-        torch.set_num_threads(1)
-        dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(dim_of())
+        self.layout = Layout.read(self.path)
+        self._model = None
+        self._model_lock = threading.Lock()
+        # A folder whose files say too little: the model itself tells (loading it).
+        self.dim = self.layout.dim if self.layout and self.layout.dim else self._model_dim()
+        self.max_seq_length = self.layout.max_seq_length if self.layout else self.model.max_seq_length
         # torch modules are not re-entrant across threads; concurrent UI columns share one model.
         self._lock = threading.Lock()
-
+        self._tokenizer: Optional[FastTokenizer] = None
         self._onnx = None
         self._onnx_tried = False
+
+    @property
+    def model(self):
+        """The sentence-transformers model, loaded on first use."""
+        with self._model_lock:
+            if self._model is None:
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                from ..core.progress_bar import quiet_library_bars
+
+                quiet_library_bars()
+                model = SentenceTransformer(str(self.path), device="cpu")
+                # Inference only. encode_query calls forward() directly, which (unlike encode())
+                # does not switch to eval mode; left in training mode, query vectors were random
+                # after the ONNX export (dropout), and GRIEVER's near-ties flipped from run to run.
+                model.eval()
+                # One intra-op thread for queries: a steady ~14 ms per question, where two threads
+                # measured 12 ms back to back but ~20 ms after any other work (their workers sleep
+                # and must be woken), and concurrent columns in the app get a core each.
+                torch.set_num_threads(1)
+                self._model = model
+            return self._model
+
+    def _model_dim(self) -> int:
+        dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(dim_of())
+
+    def fast_tokenizer(self) -> Optional[FastTokenizer]:
+        """The model's tokenizer without transformers; None where its folder has no tokenizer.json."""
+        if self._tokenizer is None:
+            self._tokenizer = FastTokenizer.load(self.path, self.max_seq_length)
+        return self._tokenizer
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Unit vectors for many texts (KB builds). Uses ONNX Runtime when it is installed:
@@ -173,8 +201,9 @@ class Embedder:
         """
         t0 = time.perf_counter()
         onnx = self._onnx_encoder()
-        enc = self.model.tokenizer(text, return_offsets_mapping=True, truncation=True,
-                                   max_length=self.model.max_seq_length, return_tensors="np" if onnx else "pt")
+        tokenizer = onnx.tokenizer if onnx is not None else self.model.tokenizer
+        enc = tokenizer(text, return_offsets_mapping=True, truncation=True,
+                        max_length=self.max_seq_length, return_tensors="np" if onnx else "pt")
         offsets = enc.pop("offset_mapping")[0].tolist()
         if onnx is not None:
             tokens = onnx.hidden(enc).astype(np.float32)

@@ -11,6 +11,7 @@ GRIEVER reuses come from the same forward pass either way.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any, Optional, Protocol, Sequence
@@ -21,10 +22,15 @@ from ..core.paths import cache_dir
 
 
 class Loaded(Protocol):
-    """What the twin is made from: a loaded sentence-transformers model and its name (an
-    Embedder, which holds this encoder, so it is described here rather than imported)."""
+    """What the twin is made from: a sentence-transformers model (loaded on first use), its name,
+    folder layout and tokenizer (an Embedder, which holds this encoder, so it is described here
+    rather than imported)."""
     name: str
     model: Any
+    layout: Any
+    max_seq_length: int
+
+    def fast_tokenizer(self) -> Any: ...
 
 
 log = logging.getLogger(__name__)
@@ -58,12 +64,12 @@ class OnnxEncoder:
             import onnxruntime as ort
         except ImportError:
             return None
-        modules = [type(m).__name__ for m in embedder.model]
-        pooling = embedder.model[1] if len(embedder.model) > 1 else None
-        mean_pooled = getattr(pooling, "pooling_mode", None) in ("mean", None) and \
-            getattr(pooling, "pooling_mode_mean_tokens", True)
-        if modules[:2] != ["Transformer", "Pooling"] or not mean_pooled:
+        # Read from the model's folder, not the loaded model: with the export made, nothing here
+        # imports sentence-transformers (retrieval/encoders/tokenizer.py).
+        layout = embedder.layout
+        if layout is None or layout.modules[:2] != ("Transformer", "Pooling") or not layout.mean_pooled:
             return None
+        tokenizer = embedder.fast_tokenizer() or embedder.model.tokenizer
         path = cache_dir() / "models" / f"{embedder.name}.onnx"
         try:
             if not path.exists():
@@ -80,7 +86,7 @@ class OnnxEncoder:
         except Exception as e:  # any failure here only costs speed
             log.warning("ONNX encoder unavailable (%s); using torch", e)
             return None
-        return cls(session, embedder.model.tokenizer, embedder.model.max_seq_length)
+        return cls(session, tokenizer, embedder.max_seq_length)
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths pad less
@@ -147,7 +153,7 @@ def _quantised(fp32: Path) -> Path:
         return path
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = path.with_suffix(".partial")
+    tmp = path.with_suffix(f".{os.getpid()}.partial")   # as in _export: a name of this process's own
     root = logging.getLogger()
     was, root.disabled = root.disabled, True  # it logs advice to pre-process first, which MatMul-only needs not
     try:
@@ -179,7 +185,9 @@ def _export(embedder: Loaded, path: Path) -> None:
     if "token_type_ids" not in dummy:
         dummy["token_type_ids"] = torch.zeros_like(dummy["input_ids"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".onnx.partial")
+    # A name of this process's own: two processes sharing a home (the suite's workers) may export
+    # at once, and each renames a whole file into place.
+    tmp = path.with_suffix(f".{os.getpid()}.onnx.partial")
     axes = {k: {0: "batch", 1: "seq"} for k in (*_INPUTS, "hidden")}
     import warnings
 

@@ -185,8 +185,8 @@ def _export(embedder: Loaded, path: Path) -> None:
     if "token_type_ids" not in dummy:
         dummy["token_type_ids"] = torch.zeros_like(dummy["input_ids"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    # A name of this process's own: two processes sharing a home (the suite's workers) may export
-    # at once, and each renames a whole file into place.
+    # A name of this process's own: two processes sharing a home (the app and a CLI build) may
+    # export at once, and each renames a whole file into place.
     tmp = path.with_suffix(f".{os.getpid()}.onnx.partial")
     axes = {k: {0: "batch", 1: "seq"} for k in (*_INPUTS, "hidden")}
     import warnings

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import SPIN
 from llm_double import scripted_llm
 
@@ -16,6 +17,14 @@ from retrieval import showcase
 from retrieval.core import cpu, idle
 from retrieval.trace.html import column_html, machine_text
 from retrieval.trace.model import RunResult
+
+
+@pytest.fixture(autouse=True)
+def _no_retake_pause(monkeypatch):
+    """Retakes without their pause: a retake's effect is tested with scripted readings below, and
+    here the real calibration beside a spinning process would wait 9 s for nothing."""
+    monkeypatch.setattr(idle, "RETAKE_PAUSE_S", 0.0)
+
 
 ENTS = json.dumps({"entities": [{"name": "Journal of Psychotherapy Integration", "type": "work"}]})
 
@@ -28,6 +37,21 @@ def test_the_verdict_names_each_threshold_crossed():
     assert loaded.verdict == "under load"
     assert [r.split()[0] for r in loaded.reasons] == ["load", "other", "the"], loaded.reasons
     assert "45%" in loaded.reasons[1] and "1.50x" in loaded.reasons[2]
+
+
+def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monkeypatch):
+    """A scripted calibration (a test double of the timed workload): a single slow reading after a
+    block is retaken and the fastest counts; one that stays slow through every retake is load."""
+    monkeypatch.setattr(idle, "SETTLE_S", 0.0)
+    for readings, verdict, after in (([20.0, 36.0, 21.0], "idle", 21.0),
+                                     ([20.0, 36.0, 35.0, 34.0, 33.0], "under load", 33.0)):
+        it = iter(readings)
+        monkeypatch.setattr(idle, "calibrate", lambda it=it: next(it))
+        with idle.Watch(interval_s=0.1, check_load=False) as w:
+            pass
+        assert w.conditions.calibration_ms == (20.0, after)
+        assert w.conditions.verdict == verdict, w.conditions.reasons
+        assert next(it, None) is None   # every retake was taken, and no more
 
 
 def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):

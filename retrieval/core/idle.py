@@ -30,6 +30,12 @@ LOAD_MAX_PER_CORE = 0.35
 # The calibration's slow-down, after against before, that counts as contention.
 CALIBRATION_MAX_RATIO = 1.25
 SETTLE_S = 1.0
+# A calibration over the ratio is taken again this many times, a few seconds apart, and the fastest
+# counts: on a 2-core VM, right after a unit of model work, single readings of 1.4-1.8x came with
+# others' CPU at 1.3 % and a second reading seconds later was back under 1.1x. Contention that
+# lasts (a test suite, a second benchmark) still reads slow in every retake.
+CALIBRATION_RETAKES = 3
+RETAKE_PAUSE_S = 3.0
 # The shortest window sampled: with 100 clock ticks a second, one stray tick in it is 2 % of two cores.
 MIN_WINDOW_S = 0.25
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -139,7 +145,19 @@ class Watch:
         # A moment's pause first: right after a recording's last request the model server's own
         # threads still spin down, and a calibration timed then read 1.6x on a quiet machine.
         time.sleep(SETTLE_S)
-        self.conditions = judge(self._load, self._calib, calibrate(), self.samples)
+        self.conditions = judge(self._load, self._calib, self._calibrate_after(), self.samples)
+
+    def _calibrate_after(self) -> float:
+        """The calibration after the block, retaken while it reads over the ratio (the fastest counts)."""
+        after = calibrate()
+        if self.samples and max(self.samples) > OTHERS_MAX:
+            return after   # under load already: a retake would change no verdict
+        for _ in range(CALIBRATION_RETAKES):
+            if not (self._calib > 0 and after > 0 and after / self._calib > CALIBRATION_MAX_RATIO):
+                break
+            time.sleep(RETAKE_PAUSE_S)
+            after = min(after, calibrate())
+        return after
 
 
 @dataclass

@@ -44,9 +44,12 @@ def _recorded(ctx, tmp_path, monkeypatch, busy=None):
     def wait_idle():   # the other work stops: killed by its pid
         os.kill(busy, signal.SIGKILL)
 
+    fresh = []
+    monkeypatch.setattr(recording, "fresh_model", lambda llm: fresh.append(llm))
     sitting = recording.record_sitting(experiments, exp, actx, qs, minutes=1e-6,
                                        on_unit=lambda u, n, label: said.append((u.method, u.chunk, n, label)),
                                        wait_idle=wait_idle if busy else lambda: None)
+    sitting.fresh_models = len(fresh)
     return experiments, exp, actx, qs, sitting, said
 
 
@@ -60,6 +63,9 @@ def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(
     assert said[0][:3] == ("bm25", 0, 0) and "under load" in said[0][3] and "discarded" in said[0][3]
     assert said[1][:3] == ("bm25", 0, 2) and said[1][3].endswith("idle")
     assert (sitting.units, sitting.redone, sitting.runs) == (1, 1, 2)
+    # The model's server starts anew before each attempt: a unit recorded again would otherwise
+    # answer from the disturbed attempt's cached prompts.
+    assert sitting.fresh_models == 2
     entries = experiments.entries(exp)
     assert sorted((e["question_id"], e["method"]) for e in entries) == sorted((q.id, "bm25") for q in qs[:2])
     assert all(e["row"]["em"] is not None for e in entries)   # every run ended with an answer
@@ -89,6 +95,42 @@ def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(
     assert experiments.traces.db.execute("SELECT count(*) FROM runs WHERE session_id = ?",
                                          [newer.session_id]).fetchone()[0] == 8
     assert len(newer.spec["sittings"]) == 2
+
+
+def test_an_llm_method_is_recorded_twice_after_the_main_figures_and_stable_reads_both(ctx, tmp_path, monkeypatch):
+    """composed stands in for an LLM method here (the plan asks `uses_llm`): what is tested is the
+    second repetition's place in the plan, what it records, and what the leaderboard reads."""
+    monkeypatch.setattr(recording, "CHUNK", 2)
+    monkeypatch.setattr(recording, "uses_llm", lambda m: m == "composed")
+    actx, _ = _answering(ctx)
+    experiments = Experiments(TraceStore(tmp_path / "a.sqlite"))
+    qs = recording.order_questions(ctx.store.questions(), [], 4)
+    exp = recording.start(experiments, actx, "small", qs, ["bm25", "composed"], llm_questions=2)
+    assert [(u.method, u.chunk, u.rep) for u in recording.plan(exp, qs)] == [
+        ("bm25", 0, 1), ("bm25", 1, 1), ("composed", 0, 1), ("composed", 0, 2)]
+    sitting = recording.record_sitting(experiments, exp, actx, qs, minutes=10, watch=lambda: _Quiet())
+    assert (sitting.units, sitting.runs) == (4, 8)
+    assert recording.close_sitting(experiments, exp, sitting, qs)
+    reps = sorted((e["method"], e["rep"]) for e in experiments.entries(exp, repetitions=True))
+    assert reps == [("bm25", 1)] * 4 + [("composed", 1)] * 2 + [("composed", 2)] * 2
+    composed, bm25 = exp.summary["methods"]["composed"], exp.summary["methods"]["bm25"]
+    assert composed["questions"] == 2 and composed["stable_questions"] == 2
+    assert composed["stable@5"] == 1.0    # the same retrieval twice (no LLM in it, in truth)
+    assert "stable@5" not in bm25 and bm25["questions"] == 4
+    assert "questions recorded twice (composed 2)" in build(exp).text()
+    # A disturbed second repetition is discarded alone: the first stays.
+    assert recording.discard(experiments, exp, "composed", [q.id for q in qs[:2]], rep=2) == 2
+    assert [u.rep for u in recording.plan(exp, qs) if recording.missing(experiments, exp, u)] == [2]
+
+
+class _Quiet:
+    """A test double of the idle watch: every unit reads idle."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.conditions = idle.judge(None, 20.0, 20.0, [0.0])
 
 
 def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx, tmp_path, monkeypatch):

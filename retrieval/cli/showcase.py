@@ -138,6 +138,8 @@ def cmd_record_experiment(args) -> int:
         if stale:
             print(f"hoptrace: warning: {', '.join(stale)} changed since recorded (shown labelled stale); "
                   f"--rerecord {','.join(stale)} records them again", file=sys.stderr)
+        # Recorded before the LLM methods' second repetition was planned: it is added to the plan.
+        exp.spec.setdefault("args", {}).setdefault("llm_repetitions", recording.LLM_REPETITIONS)
         exp.status = "running"
         print(f"resuming experiment {exp.id[:12]} from {out}", file=sys.stderr)
     else:
@@ -162,7 +164,8 @@ def cmd_record_experiment(args) -> int:
 
     def said(unit, n, label) -> None:
         first = unit.chunk * recording.CHUNK + 1
-        print(f"{unit.method} · questions {first}–{first + len(unit.questions) - 1}: {n} runs, {label}",
+        again = f" (repetition {unit.rep})" if unit.rep > 1 else ""
+        print(f"{unit.method}{again} · questions {first}–{first + len(unit.questions) - 1}: {n} runs, {label}",
               file=sys.stderr, flush=True)
 
     sitting = recording.record_sitting(experiments, exp, ctx, questions, args.minutes, on_unit=said,

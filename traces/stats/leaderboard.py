@@ -103,6 +103,14 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         if all(r.cells.get("stable@5") is None for r in rows):
             notes.append("stable@5 needs a second repetition, not recorded yet: each method ran once. The LLM "
                          "methods are not deterministic here (SAG repeated on 2 questions kept 1 top 5 of 2)")
+        elif any(s.get("stable_questions") for s in methods.values()):
+            # A recording's second repetition (traces/storage/recording.py) covers some questions so far.
+            twice = ", ".join(f"{m} {int(s['stable_questions'])}" for m, s in methods.items()
+                              if s.get("stable_questions"))
+            notes.append("stable@5: the share of questions whose top 5 was one set in both repetitions, over the "
+                         f"questions recorded twice ({twice}); the other figures read the first repetition. "
+                         "A method without it retrieves without an LLM, or its second repetition is not "
+                         "recorded yet")
     return Leaderboard(rows, setting_line(exp), notes)
 
 

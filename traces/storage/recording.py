@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from retrieval.bench.runner import QuestionResult, run_bench, summarise
+from retrieval.bench.runner import QuestionResult, run_bench, stable_share, summarise
 from retrieval.core import cpu, idle
 from retrieval.core.records import Question
 from retrieval.methods import METHODS, make_method, root_method
@@ -32,10 +32,13 @@ ABLATIONS = ("composed", "rrf_hybrid", "griever_full_triples", "griever_no_short
 DEFAULT_METHODS = MAIN_METHODS + ABLATIONS
 CHUNK = 10
 KS = (5, 10)
-# One repetition so far. The LLM methods are not deterministic here (`bench --repeat 2` of SAG on
-# 2 questions: stable@5 0.5), so they need a second; it is not recorded yet, and the leaderboard
-# says so (traces/stats/leaderboard.py).
+# Each unit runs its method once (bench's `repeat`). The LLM methods are not deterministic here
+# (`bench --repeat 2` of SAG on 2 questions: stable@5 0.5), so each of their units is recorded a
+# second time, as a unit of its own after the first repetition of its group: the headline figures
+# come first, stable@5 after. The leaderboard's means read the first repetition (every question
+# has one); stable@5 reads the questions that have both.
 REPEAT = 1
+LLM_REPETITIONS = 2
 WATCH_INTERVAL_S = 2.0
 
 
@@ -48,6 +51,7 @@ class Unit:
     method: str
     chunk: int                     # 0-based: questions chunk*CHUNK … +CHUNK
     questions: list[Question]
+    rep: int = 1                   # which repetition (the LLM methods get LLM_REPETITIONS)
 
 
 @dataclass
@@ -81,22 +85,25 @@ def order_questions(questions: Sequence[Question], first: Sequence[str], n: int)
 
 def plan(exp: Experiment, questions: Sequence[Question]) -> list[Unit]:
     """Every unit of the recording, in the order it is recorded: the main methods over every chunk
-    (the LLM methods over their first `llm_questions`), then the ablations likewise."""
+    (the LLM methods over their first `llm_questions`), the LLM methods' later repetitions, then
+    the ablations likewise."""
     args = exp.spec.get("args", {})
     llm_n = int(args.get("llm_questions", len(questions)))
     main = [m for m in exp.methods if m in MAIN_METHODS]
     rest = [m for m in exp.methods if m not in MAIN_METHODS]
     chunks = [list(questions[i:i + CHUNK]) for i in range(0, len(questions), CHUNK)]
     units = []
+    reps = int(args.get("llm_repetitions", 1))
     for group in (main, rest):
-        for c, qs in enumerate(chunks):
-            for m in group:
-                if uses_llm(m):
-                    qs_m = [q for q in qs if questions.index(q) < llm_n]
-                    if qs_m:
-                        units.append(Unit(m, c, qs_m))
-                else:
-                    units.append(Unit(m, c, qs))
+        for rep in range(1, reps + 1):
+            for c, qs in enumerate(chunks):
+                for m in group:
+                    if uses_llm(m):
+                        qs_m = [q for q in qs if questions.index(q) < llm_n]
+                        if qs_m:
+                            units.append(Unit(m, c, qs_m, rep))
+                    elif rep == 1:
+                        units.append(Unit(m, c, qs))
     return units
 
 
@@ -116,22 +123,26 @@ def start(experiments: Experiments, ctx, kb: str, questions: Sequence[Question],
     spec = {"methods": {m: method_spec(make_method(m, ctx), m, {}) for m in methods}, "ks": list(KS),
             "protocol": "slice", "questions": [question_record(q) for q in questions],
             "args": {"methods": ",".join(methods), "limit": len(questions), "llm_questions": llm_questions,
-                     "answer": True, "repeat": REPEAT, "protocol": "slice", "shipped": True},
+                     "answer": True, "repeat": REPEAT, "llm_repetitions": LLM_REPETITIONS, "protocol": "slice",
+                     "shipped": True},
             "sittings": []}
     return experiments.start("bench", kb, kb_fingerprint(ctx.store), ctx.llm.describe(), spec)
 
 
 def missing(experiments: Experiments, exp: Experiment, unit: Unit) -> list[Question]:
-    have = {(e["question_id"], e["method"]) for e in experiments.entries(exp)}
-    return [q for q in unit.questions if (q.id, unit.method) not in have]
+    have = {(e["question_id"], e["method"], e["rep"]) for e in experiments.entries(exp, repetitions=True)}
+    return [q for q in unit.questions if (q.id, unit.method, unit.rep) not in have]
 
 
-def discard(experiments: Experiments, exp: Experiment, method: str, question_ids: Sequence[str]) -> int:
-    """A disturbed unit's runs out of the experiment (rows and traces), to be recorded again."""
+def discard(experiments: Experiments, exp: Experiment, method: str, question_ids: Sequence[str],
+            rep: Optional[int] = None) -> int:
+    """A disturbed unit's runs out of the experiment (rows and traces), to be recorded again: one
+    repetition's, or (None) every repetition's."""
     traces = experiments.traces
     marks = ",".join("?" * len(question_ids))
-    args = [exp.id, method, *question_ids]
-    where = f"experiment_id = ? AND method = ? AND question_id IN ({marks})"
+    args = [exp.id, method, *([] if rep is None else [rep]), *question_ids]
+    where = (f"experiment_id = ? AND method = ? {'' if rep is None else 'AND rep = ? '}"
+             f"AND question_id IN ({marks})")
     with traces.transaction() as con:
         ids = [r[0] for r in con.execute(f"SELECT run_id FROM experiment_runs WHERE {where}", args)]
         if ids:
@@ -151,8 +162,17 @@ def summary(experiments: Experiments, exp: Experiment) -> dict:
         rows.setdefault(e["method"], []).append(QuestionResult(**{f: v for f, v in e["row"].items() if f in fields}))
     methods = {}
     for m, rs in rows.items():
-        s = summarise({k: rs for k in exp.ks})
-        s["questions"] = len({r.question_id for r in rs})
+        # Every question has a first repetition and only some a second yet: means over the first,
+        # so a half-recorded second repetition does not weigh its questions twice.
+        first = [r for r in rs if r.rep == 1]
+        s = summarise({k: first for k in exp.ks})
+        s["questions"] = len({r.question_id for r in first})
+        twice = {r.question_id for r in rs if r.rep > 1}
+        if twice:
+            both = [r for r in rs if r.question_id in twice]
+            for k in exp.ks:
+                s[f"stable@{k}"] = stable_share(both, k)
+            s["stable_questions"] = len(twice)
         methods[m] = s
     return {"kb": exp.kb, "n_questions": exp.n_questions, "protocol": "slice", "ks": exp.ks, "methods": methods}
 
@@ -184,13 +204,19 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
             continue
         if sitting.units and time.monotonic() >= deadline:   # a sitting records one unit at least
             break
-        fresh_model(ctx.llm)
+        # A later repetition runs as bench's repetition `unit.rep` (the LLM's cache bypassed, its
+        # seed moved: retrieval/bench/runner.py) with the earlier ones given as done.
+        done = {key: row for key, row in experiments.finished(exp).items()
+                if key[1] == unit.method and key[3] < unit.rep}
         for _attempt in range(3):
+            # Before each attempt, not once a unit: a unit recorded again after a disturbed attempt
+            # found that attempt's prompts in the server's cache and answered in 0.8 s, not 12-16 s.
+            fresh_model(ctx.llm)
             with watch() as watched:
                 res = run_bench(ctx, exp.kb, todo, [unit.method], ks=KS, protocol="slice", progress=False,
-                                answer=True, sink=sink, repeat=REPEAT)
+                                answer=True, sink=sink, repeat=max(REPEAT, unit.rep), done=done)
             cond = watched.conditions
-            n = sum(1 for r in res.per_question)
+            n = sum(1 for r in res.per_question if r.rep == unit.rep)
             if cond.verdict == "idle":
                 sitting.conditions.append(cond.as_dict())
                 sitting.units += 1
@@ -198,7 +224,7 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
                 if on_unit:
                     on_unit(unit, n, cond.label)
                 break
-            discard(experiments, exp, unit.method, [q.id for q in todo])
+            discard(experiments, exp, unit.method, [q.id for q in todo], unit.rep)
             sitting.redone += 1
             if on_unit:
                 on_unit(unit, 0, f"{cond.label} ({'; '.join(cond.reasons)}): discarded, recorded again")

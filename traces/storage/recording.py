@@ -146,11 +146,8 @@ def discard(experiments: Experiments, exp: Experiment, method: str, question_ids
     with traces.transaction() as con:
         ids = [r[0] for r in con.execute(f"SELECT run_id FROM experiment_runs WHERE {where}", args)]
         if ids:
-            rm = ",".join("?" * len(ids))
-            con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({rm})", ids)
-            con.execute(f"DELETE FROM stages WHERE run_id IN ({rm})", ids)
             con.execute(f"DELETE FROM experiment_runs WHERE {where}", args)
-            con.execute(f"DELETE FROM runs WHERE id IN ({rm})", ids)
+            traces.delete_runs(con, ",".join("?" * len(ids)), ids)
     return len(ids)
 
 

@@ -63,20 +63,9 @@ def used_bytes(store: TraceStore) -> int:
 
 def _drop(store: TraceStore, session_ids: list[str]) -> tuple[int, int]:
     """One batch of sessions with their runs, stages, calls and experiments, in one transaction."""
-    marks = ",".join("?" * len(session_ids))
     now = time.time()
     with store.transaction() as con:
-        runs = con.execute(f"SELECT count(*) FROM runs WHERE session_id IN ({marks})", session_ids).fetchone()[0]
-        exps = [r[0] for r in con.execute(f"SELECT id FROM experiments WHERE session_id IN ({marks})", session_ids)]
-        in_runs = f"SELECT id FROM runs WHERE session_id IN ({marks})"
-        con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({in_runs})", session_ids)
-        con.execute(f"DELETE FROM stages WHERE run_id IN ({in_runs})", session_ids)
-        if exps:
-            emarks = ",".join("?" * len(exps))
-            con.execute(f"DELETE FROM experiment_runs WHERE experiment_id IN ({emarks})", exps)
-            con.execute(f"DELETE FROM experiments WHERE id IN ({emarks})", exps)
-        con.execute(f"DELETE FROM runs WHERE session_id IN ({marks})", session_ids)
-        con.execute(f"DELETE FROM sessions WHERE id IN ({marks})", session_ids)
+        runs, exps = store.delete_sessions(con, session_ids)
         con.executemany("INSERT OR REPLACE INTO pruned(id, kind, pruned_at) VALUES (?, ?, ?)",
                         [(s, "session", now) for s in session_ids] + [(e, "experiment", now) for e in exps])
     return runs, len(exps)

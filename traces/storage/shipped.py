@@ -107,14 +107,8 @@ def remove(traces: TraceStore, exp_id: str) -> None:
     """An installed shipped experiment out of the file (before its newer version goes in)."""
     row = traces.db.execute("SELECT session_id FROM experiments WHERE id = ?", [exp_id]).fetchone()
     with traces.transaction() as con:
-        if row is not None:
-            in_runs = "SELECT id FROM runs WHERE session_id = ?"
-            con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({in_runs})", [row[0]])
-            con.execute(f"DELETE FROM stages WHERE run_id IN ({in_runs})", [row[0]])
-            con.execute("DELETE FROM experiment_runs WHERE experiment_id = ?", [exp_id])
-            con.execute("DELETE FROM experiments WHERE id = ?", [exp_id])
-            con.execute("DELETE FROM runs WHERE session_id = ?", [row[0]])
-            con.execute("DELETE FROM sessions WHERE id = ?", [row[0]])
+        if row is not None:   # the experiment's own session: its runs, and the experiment with it
+            traces.delete_sessions(con, [row[0]])
         con.execute("DELETE FROM meta WHERE key = ?", [f"shipped:{exp_id}"])
 
 

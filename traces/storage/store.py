@@ -15,7 +15,7 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import sqlite_utils
 
@@ -231,6 +231,29 @@ class TraceStore:
         """The writer lock and one transaction on this thread's connection: `with store.transaction()
         as con:` for writes that must land together with a run (traces/storage/experiments.py)."""
         return _Transaction(self)
+
+    @staticmethod
+    def delete_runs(con, run_ids: str, args: Sequence) -> None:
+        """Runs with their stages and LLM calls, inside the caller's transaction. `run_ids` is what
+        goes in `IN (...)`: a SELECT of run ids or a list of placeholders, filled by `args`. Rows
+        that point at these runs (experiment_runs) are the caller's to delete first."""
+        con.execute(f"DELETE FROM llm_calls WHERE run_id IN ({run_ids})", args)
+        con.execute(f"DELETE FROM stages WHERE run_id IN ({run_ids})", args)
+        con.execute(f"DELETE FROM runs WHERE id IN ({run_ids})", args)
+
+    def delete_sessions(self, con, session_ids: Sequence[str]) -> tuple[int, list[str]]:
+        """Sessions with their runs and experiments, inside the caller's transaction; returns the
+        runs deleted and the experiments' ids."""
+        marks = ",".join("?" * len(session_ids))
+        runs = con.execute(f"SELECT count(*) FROM runs WHERE session_id IN ({marks})", session_ids).fetchone()[0]
+        exps = [r[0] for r in con.execute(f"SELECT id FROM experiments WHERE session_id IN ({marks})", session_ids)]
+        if exps:
+            emarks = ",".join("?" * len(exps))
+            con.execute(f"DELETE FROM experiment_runs WHERE experiment_id IN ({emarks})", exps)
+            con.execute(f"DELETE FROM experiments WHERE id IN ({emarks})", exps)
+        self.delete_runs(con, f"SELECT id FROM runs WHERE session_id IN ({marks})", session_ids)
+        con.execute(f"DELETE FROM sessions WHERE id IN ({marks})", session_ids)
+        return runs, exps
 
     def insert_run(self, con, session_id: str, kb: str, run: RunResult, gold: Iterable[str] = (),
                    k: Optional[int] = None) -> str:

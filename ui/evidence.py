@@ -286,11 +286,16 @@ def tradeoff_html(c) -> str:
     if c.answers:
         cols = ["gold in, right", "gold in, wrong: <b>reader lost it</b>", "gold missed, right",
                 "gold missed, wrong: <b>retriever lost it</b>"]
-        rows = "".join(f"<tr><td>{esc(sp.method)}</td>" + "".join(f"<td>{sp.count(x)}</td>" for x in CELLS)
-                       + "</tr>" for sp in c.answers)
+        def cell(sp, x) -> str:   # a cell with questions lists them when clicked (ui/tabs/experiment.py)
+            n = sp.count(x)
+            return (f"<td class='ht-pick' data-split='{esc(f'{sp.method}|{x}')}' title='list these questions'>"
+                    f"<u>{n}</u></td>" if n else "<td>0</td>")
+
+        rows = "".join(f"<tr><td>{esc(sp.method)}</td>" + "".join(cell(sp, x) for x in CELLS) + "</tr>"
+                       for sp in c.answers)
         out += (f"<p class='ht-meta'>Where the answers were lost (gold = every gold passage in the reader's top "
                 f"{READER_K}; right = exact match{'; first repetition' if c.repeat > 1 else ''}). "
-                "Pick a cell in <i>Show questions</i> below to list its questions.</p>"
+                "Click a count (or pick its cell in <i>Show questions</i> below) to list its questions.</p>"
                 "<table class='ht-table' id='exp-answer-split'><tr><th>method</th>"
                 + "".join(f"<th>{x}</th>" for x in cols) + f"</tr>{rows}</table>")
     if c.repeat > 1:

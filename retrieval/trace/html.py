@@ -39,6 +39,8 @@ CSS = """
 table.ht-table td,table.ht-table th{border:0!important;border-bottom:1px solid #e4e4e7!important;
   padding:1px 4px!important;text-align:left;overflow-wrap:break-word;line-height:1.35}
 .ht-gold{background:#fef3c7}
+td.ht-pick{cursor:pointer;color:#1d4ed8}
+td.ht-pick:hover{background:#eff6ff}
 table.ht-ranking td.ht-cut{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 table.ht-ranking td:last-child,table.ht-ranking th{white-space:nowrap}
 .ht-missed{color:#b91c1c}

@@ -152,7 +152,9 @@ def funnel_figure(funnels: Sequence[Funnel], what: str = "gold passages"):
         names = [s.stage for s in f.steps] + [f"top {f.k}"]
         held = [s.held for s in f.steps] + [f.in_top_k]
         lost = [s.lost_here for s in f.steps] + [f.cut]
-        fig.add_trace(go.Bar(x=held, y=names, orientation="h", showlegend=False, marker_color=[
+        # The trace is named for its method: a click on a bar lists the questions that lost the gold
+        # at that stage (ui/tabs/experiment.py).
+        fig.add_trace(go.Bar(x=held, y=names, orientation="h", showlegend=False, name=f.method, marker_color=[
             "#dc2626" if n else "#2563eb" for n in lost[:-1]] + ["#16a34a"], customdata=lost,
             hovertemplate="%{y}: %{x:.1%} of gold held · %{customdata} last held here, then lost<extra></extra>"),
             r, c)

@@ -35,6 +35,46 @@ def _plot(label: str, elem_id: str) -> gr.Plot:
     return gr.Plot(label=label, elem_id=elem_id, visible=False)
 
 
+# A click on a cell of the answer split or a bar of the funnel lists that cell's or stage's
+# questions, as picking it in "Show questions" does: the page tells the server through a hidden box
+# (a Plot has no click event in Gradio; plotly's own `plotly_click` is read on the chart's element).
+SPLIT_CLICK_JS = """() => {
+  const send = (v) => {
+    const box = document.querySelector('#exp-split-click textarea, #exp-split-click input');
+    if (!box || !v) return;
+    box.value = v + '\t' + Date.now();   // a nonce: the same cell clicked again is a change too
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  document.addEventListener('click', (e) => {
+    const cell = e.target.closest && e.target.closest('#exp-answer-split [data-split]');
+    if (cell) send(cell.dataset.split);
+  });
+  const onClick = (d) => {
+    const p = d && d.points && d.points[0];
+    if (p && p.data && p.data.name && !String(p.y).startsWith('top ')) send('lost|' + p.data.name + '|' + p.y);
+  };
+  // Each new figure (another pair, a filter) is drawn anew and loses its listeners: hooked again.
+  const hook = () => {
+    const plot = document.querySelector('#exp-funnel .js-plotly-plot');
+    if (!plot || !plot.on || !plot._ev || plot._ev.listeners('plotly_click').includes(onClick)) return;
+    plot.on('plotly_click', onClick);
+  };
+  new MutationObserver(hook).observe(document.body, {subtree: true, childList: true});
+}"""
+
+
+def _first_board(shell) -> str:
+    """The shipped experiment's leaderboard, in the page as served: the lab's first panel shows
+    before any event's reply (the load's reply, with every chart, took 2.5-3 s to arrive here)."""
+    ids = getattr(shell.state, "shipped", None) or []
+    if not ids:
+        return ""
+    try:
+        return evidence.leaderboard_html(shell.experiments.get(ids[0]))
+    except HopTraceError:
+        return ""
+
+
 def layout(shell) -> SimpleNamespace:
     """The view's components, in page order (inside the lab's first tab)."""
     with gr.Row(equal_height=True):
@@ -46,7 +86,7 @@ def layout(shell) -> SimpleNamespace:
                                elem_id="exp-metric", allow_custom_value=True)
         e_refresh = gr.Button("Refresh list", scale=0, elem_id="exp-refresh")
     e_empty = gr.Markdown(NO_EXPERIMENT, visible=False, elem_id="exp-empty")
-    e_board = gr.HTML(elem_id="exp-board")
+    e_board = gr.HTML(_first_board(shell), elem_id="exp-board")
     with gr.Row():
         e_tradeoff = _plot("quality against cost a question", "exp-tradeoff-plot")
         e_means = _plot("means with 95 % intervals", "exp-means-plot")
@@ -68,6 +108,7 @@ def layout(shell) -> SimpleNamespace:
                           elem_id="exp-rows", label="Questions (largest difference first; click a "
                                                     "header to sort, a row to open both runs)")
     e_open = script_box("exp-open")
+    e_split_click = script_box("exp-split-click")
     with gr.Accordion("Experiments: every one stored, two compared, the report", open=False, elem_id="exp-list-fold"):
         e_table = gr.Dataframe(headers=evidence.EXPERIMENT_COLUMNS, interactive=False, wrap=True,
                                column_widths=evidence.EXPERIMENT_WIDTHS,
@@ -82,6 +123,7 @@ def layout(shell) -> SimpleNamespace:
     return SimpleNamespace(e_pick=e_pick, e_metric=e_metric, e_refresh=e_refresh, e_empty=e_empty, e_board=e_board,
                            e_tradeoff=e_tradeoff, e_means=e_means, e_a=e_a, e_b=e_b, e_split=e_split,
                            e_groups=e_groups, e_funnel=e_funnel, e_summary=e_summary, e_rows=e_rows, e_open=e_open,
+                           e_split_click=e_split_click,
                            e_table=e_table, x_old=x_old, x_btn=x_btn, x_report=x_report, x_out=x_out, x_file=x_file)
 
 
@@ -157,6 +199,15 @@ def wire(shell) -> None:
     inputs = [v.e_pick, v.e_metric, v.e_a, v.e_b, visitor, kb, v.e_split]
     for trigger in (v.e_metric.input, v.e_a.input, v.e_b.input, v.e_split.input):
         trigger(show, inputs, outputs).then(None, [v.e_pick, v.e_metric, v.e_a, v.e_b], None, js=KEEP_ADDRESS_JS)
+    # A click on the answer split or the funnel (SPLIT_CLICK_JS) lists its questions like a pick.
+    shell.app.load(None, js=SPLIT_CLICK_JS)
+    def clicked(exp_id, metric, a, b, who, current_kb, box):
+        if not box:
+            return (gr.update(),) * len(outputs)
+        return show(exp_id, metric, a, b, who, current_kb, box.split("\t")[0])
+
+    v.e_split_click.change(clicked, inputs[:-1] + [v.e_split_click], outputs).then(
+        None, [v.e_pick, v.e_metric, v.e_a, v.e_b], None, js=KEEP_ADDRESS_JS)
     # A visitor's pick opens its view; a pick made by a handler (the table, a finished benchmark)
     # chains `show` itself, so no view is computed twice.
     v.e_pick.input(show, inputs, outputs)

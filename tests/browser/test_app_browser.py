@@ -201,8 +201,10 @@ def _opened(browser):
 
 
 @pytest.fixture()
-def page(chromium, app_url):
-
+def page(chromium, app_url, request):
+    """A visitor's tab on the Ask page (/), or on the lab (/lab) for a test marked
+    `@pytest.mark.starts_on_lab`: one page load, not the Ask page's first (~2 s a load here)."""
+    lab = request.node.get_closest_marker("starts_on_lab") is not None
     with _opened(chromium) as browser:
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         dialogs: list[str] = []
@@ -212,9 +214,11 @@ def page(chromium, app_url):
         pg.external = []
         pg.on("request", lambda r: None if r.url.startswith((app_url, "data:", "blob:", "about:"))
               else pg.external.append(r.url))
-        pg.goto(app_url, wait_until="domcontentloaded")
-        pg.wait_for_selector("#run", timeout=60_000)
+        pg.goto(app_url + ("lab" if lab else ""), wait_until="domcontentloaded")
+        pg.wait_for_selector("#tabs" if lab else "#run", timeout=60_000)
         yield pg
+        # Checked after every test that used this page, over all it did: nothing left the server.
+        assert pg.external == [], pg.external
 
 
 # Ask and Traces are tabs of the page at /, Experiments, Judge and Index of the page at /lab (ui/pages.py).
@@ -321,20 +325,7 @@ def test_an_injected_title_renders_as_text_everywhere(page, shots):
     assert page.dialogs == [], f"a script ran: {page.dialogs}"
 
 
-def test_benchmark_tab_runs_with_progress_and_plots(page, shots):
-    _tab(page, "Experiments")
-    page.fill("#bench-limit input", "2")
-    page.click("#bench-run")
-    page.wait_for_function("document.querySelector('#bench-table') && "
-                           "document.querySelector('#bench-table').innerText.includes('tokens_per_question') && "
-                           "document.querySelector('#bench-table').innerText.includes('bm25')", timeout=120_000)
-    table = page.locator("#bench-table").inner_text()
-    for method in ("bm25", "dense", "composed", "griever"):
-        assert method in table
-    page.wait_for_selector("#bench-latency .js-plotly-plot", timeout=30_000)
-    page.screenshot(path=str(shots / "bench.png"), full_page=True)
-
-
+@pytest.mark.starts_on_lab
 def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(page, shots):
     """Repetitions and a context budget from the tab: the table gives the spread and stable@5,
     the experiment's view the trade-off table, the verdicts over repetitions and quality
@@ -357,6 +348,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
     page.screenshot(path=str(shots / "bench-tradeoff.png"))
 
 
+@pytest.mark.starts_on_lab
 def test_benchmark_tab_reproduces_a_paper(page, shots):
     _tab(page, "Experiments")
     page.fill("#bench-limit input", "3")
@@ -371,9 +363,11 @@ def test_benchmark_tab_reproduces_a_paper(page, shots):
     page.screenshot(path=str(shots / "reproduce.png"), full_page=True)
 
 
+@pytest.mark.starts_on_lab
 def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url, shots):
-    """A benchmark becomes an experiment: the comparison with its uncertainty, the funnel, the
-    per-question table; a row opens both stored runs in the Ask tab, and ?experiment=ID reopens it."""
+    """A benchmark from the tab: its table of every method and its latency plot; it becomes an
+    experiment: the comparison with its uncertainty, the funnel, the per-question table; a row
+    opens both stored runs in the Ask tab, and ?experiment=ID reopens it."""
     _tab(page, "Experiments")
     page.fill("#bench-limit input", "4")
     page.click("#bench-run")
@@ -381,6 +375,15 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     page.wait_for_function("document.querySelector('#exp-summary') && "
                            "document.querySelector('#exp-summary').innerText.includes(' · app · KB') && "
                            "document.querySelector('#exp-summary').innerText.includes('95 % CI')", timeout=180_000)
+    # The benchmark's own table and latency plot (what a bench from the tab shows before its view).
+    page.wait_for_function("document.querySelector('#bench-table') && "
+                           "document.querySelector('#bench-table').innerText.includes('tokens_per_question')",
+                           timeout=30_000)
+    table = page.locator("#bench-table").inner_text()
+    for method in ("bm25", "dense", "composed", "griever"):
+        assert method in table
+    page.wait_for_selector("#bench-latency .js-plotly-plot", timeout=30_000)
+    page.screenshot(path=str(shots / "bench.png"), full_page=True)
     summary = page.locator("#exp-summary").inner_text()
     # The view opens on the best method against BM25, the baseline every paper reports.
     assert "B = bm25" in summary and "paired randomization p" in summary
@@ -459,6 +462,33 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         print(f"lab: page ready {to_ready:.2f} s, leaderboard {to_board:.2f} s, every plot {to_plots:.2f} s, "
               f"{empty} empty panels, page {height} px")
         assert empty == 0
+        # A count in the answer split lists its questions, as its cell picked in "Show questions" does.
+        cell = page.locator("#exp-answer-split td.ht-pick").first
+        method, n = cell.get_attribute("data-split").split("|")[0], int(cell.inner_text())
+        cell.click()
+        picked = json.dumps(method + ": ")
+        page.wait_for_function(f"document.querySelector('#exp-split input').value.startsWith({picked})", timeout=30_000)
+        rows_js = "document.querySelectorAll('#exp-rows [role=row][data-index]').length"
+        page.wait_for_function(f"{rows_js} === {n}", timeout=30_000)
+        # A bar of the funnel where gold was lost lists the questions that lost it there.
+        page.locator("#exp-funnel").scroll_into_view_if_needed()
+        bar = page.evaluate("""() => {
+          const plot = document.querySelector('#exp-funnel .js-plotly-plot');
+          for (const [t, tr] of plot._fullData.entries()) {
+            const i = tr.customdata.findIndex((lost, j) => lost > 0 && j < tr.customdata.length - 1);
+            if (i < 0) continue;
+            const r = plot.querySelectorAll('.barlayer .trace')[t].querySelectorAll('.point path')[i]
+              .getBoundingClientRect();
+            return {x: r.left + r.width / 2, y: r.top + r.height / 2, stage: tr.y[i], lost: tr.customdata[i]};
+          }
+          return null;
+        }""")
+        assert bar, "no funnel bar where gold was lost"
+        page.mouse.click(bar["x"], bar["y"])
+        page.wait_for_function("document.querySelector('#exp-split input').value.includes('lost the gold at "
+                               f"{bar['stage']}')", timeout=30_000)
+        shown = int(re.search(r"\((\d+)\)$", page.locator("#exp-split input").input_value()).group(1))
+        page.wait_for_function(f"{rows_js} === {shown}", timeout=30_000)
         # The experiments table, newest first: the later one opens its view above.
         page.locator("#exp-list-fold .label-wrap").first.click()
         page.wait_for_selector("#exp-table [data-testid=cell-1-8]", timeout=30_000)
@@ -499,6 +529,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         assert dialogs == []
 
 
+@pytest.mark.starts_on_lab
 def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_path, shots):
     import json
 
@@ -676,13 +707,12 @@ def test_public_mode_keeps_visitors_apart_and_names_its_caps(chromium, public_ur
 
 
 def test_the_page_asks_nothing_outside_its_server_and_groups_methods_by_paper(page, shots):
-    # Gradio keeps a connection open, so "networkidle" never comes: settle for a fixed while.
-    page.wait_for_timeout(3000)
+    # What the page requests outside its server is asserted after every test by the `page`
+    # fixture, over all the test did (no fixed wait for "networkidle", which Gradio's open
+    # connection never reaches): here a run and its hop map, then the picker.
     _set_question(page, Q)
     _run(page, {"griever"})
     page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=30_000)
-    page.wait_for_timeout(2000)
-    assert page.external == [], page.external
     picker = page.locator("#methods")
     text = picker.inner_text()
     from ui.picker import expected
@@ -1004,6 +1034,7 @@ def _pool_with_the_rule(page, depth: int) -> None:
     page.wait_for_function("document.querySelector('#judge-log').innerText.includes('Pooled')", timeout=60_000)
 
 
+@pytest.mark.starts_on_lab
 def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(page, tmp_path, shots):
     """A new user's path: plain questions added to a KB, benched, the runs pooled and graded in the
     Judge view (keys and buttons; methods and automatic grades hidden until graded), then two
@@ -1083,6 +1114,7 @@ FICTION = [
 ]
 
 
+@pytest.mark.starts_on_lab
 def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_compared(page, tmp_path, shots):
     """A new user's path with no questions at all: upload a corpus, generate multi-hop questions from
     its graph, review them (an edit kept, a drop recorded), then bench and compare two methods on
@@ -1214,6 +1246,7 @@ def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any
     assert listener.hits == []
 
 
+@pytest.mark.starts_on_lab
 def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_path, shots):
     """Plain questions benched, pooled with the answer rule as the prior, then 30 grades given in
     queue order with the keys: the queue asks first for pairs that can change a verdict, and the

@@ -33,9 +33,21 @@ def _span_ids(phoenix: str) -> set[str]:
         return {s["context"]["span_id"] for s in json.loads(r.read())["data"]}
 
 
-def test_every_command_of_the_tutorial_runs(phoenix, tmp_path):
+def _seed_models(home: Path) -> None:
+    """The session's ONNX export of the embedder (made once, by the first test that embeds), linked
+    into this fresh home: the tutorial's first build would otherwise export the model again (~9 s
+    of the suite's 8 minutes). Exporting is tested in test_embed; what the page says is tested here."""
+    from retrieval.core.paths import cache_dir
+
+    for onnx in (cache_dir() / "models").glob("*.onnx"):
+        (home / "models").mkdir(parents=True, exist_ok=True)
+        (home / "models" / onnx.name).symlink_to(onnx)
+
+
+def test_every_command_of_the_tutorial_runs(phoenix, small_kb, tmp_path):
     work = tmp_path / "session"
     work.mkdir()
+    _seed_models(tmp_path / "home")   # small_kb: the session's embedder has run, and made its export
     for name in (".venv", "examples"):  # the commands' relative paths, without writing into the repo
         (work / name).symlink_to(ROOT / name)
     script = tutorial_script().replace("http://127.0.0.1:6006", phoenix)

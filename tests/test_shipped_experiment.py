@@ -33,6 +33,9 @@ def _recorded(ctx, tmp_path, monkeypatch, busy=None):
     monkeypatch.setattr(recording, "CHUNK", 2)
     monkeypatch.setattr(recording, "WATCH_INTERVAL_S", 0.2)
     monkeypatch.setattr(idle, "SETTLE_S", 0.0)
+    # Retakes without their pause: in the suite a calibration beside the busy process's end read
+    # slow and waited 9 s for nothing (retakes are tested in test_idle).
+    monkeypatch.setattr(idle, "RETAKE_PAUSE_S", 0.0)
     actx, _ = _answering(ctx)
     experiments = Experiments(TraceStore(tmp_path / "a.sqlite"))
     questions = ctx.store.questions()

@@ -153,7 +153,7 @@ class Watch:
         if self.samples and max(self.samples) > OTHERS_MAX:
             return after   # under load already: a retake would change no verdict
         for _ in range(CALIBRATION_RETAKES):
-            if not (self._calib > 0 and after > 0 and after / self._calib > CALIBRATION_MAX_RATIO):
+            if not _slowed(self._calib, after):
                 break
             time.sleep(RETAKE_PAUSE_S)
             after = min(after, calibrate())
@@ -187,6 +187,12 @@ def _load1() -> Optional[float]:
         return None
 
 
+def _slowed(before: float, after: float) -> bool:
+    """The calibration after took more than CALIBRATION_MAX_RATIO times as long as before (a
+    reading of 0 is a calibration that could not run, and counts for nothing)."""
+    return before > 0 and after > 0 and after / before > CALIBRATION_MAX_RATIO
+
+
 def judge(load1: Optional[float], calib_before: float, calib_after: float, samples: list[float],
           cores: Optional[int] = None) -> Conditions:
     """The verdict from the readings: each threshold crossed is a reason."""
@@ -196,7 +202,7 @@ def judge(load1: Optional[float], calib_before: float, calib_after: float, sampl
         reasons.append(f"load average {load1:.2f} on {cores} cores when it started")
     if samples and max(samples) > OTHERS_MAX:
         reasons.append(f"other processes took up to {max(samples):.0%} of the CPU")
-    if calib_before > 0 and calib_after > 0 and calib_after / calib_before > CALIBRATION_MAX_RATIO:
+    if _slowed(calib_before, calib_after):
         reasons.append(f"the calibration took {calib_after / calib_before:.2f}x as long after as before")
     return Conditions(cpu.describe(), load1, (calib_before, calib_after),
                       round(max(samples), 3) if samples else None,

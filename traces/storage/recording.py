@@ -203,8 +203,8 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
             break
         # A later repetition runs as bench's repetition `unit.rep` (the LLM's cache bypassed, its
         # seed moved: retrieval/bench/runner.py) with the earlier ones given as done.
-        done = {key: row for key, row in experiments.finished(exp).items()
-                if key[1] == unit.method and key[3] < unit.rep}
+        done = ({key: row for key, row in experiments.finished(exp).items()
+                 if key[1] == unit.method and key[3] < unit.rep} if unit.rep > 1 else {})
         for _attempt in range(3):
             # Before each attempt, not once a unit: a unit recorded again after a disturbed attempt
             # found that attempt's prompts in the server's cache and answered in 0.8 s, not 12-16 s.

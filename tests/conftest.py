@@ -12,6 +12,20 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HOPTRACE_HOME", tempfile.mkdtemp(prefix="hoptrace-test-"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # scripts/test.sh runs the suite on two pytest-xdist workers. Each gets a home of its own (KBs,
+    # trace files and caches are written there; two workers writing one file would mix or tear
+    # it); the models' exports are shared, made once and renamed into place whole (encoders/onnx.py).
+    _base = Path(os.environ["HOPTRACE_HOME"])
+    _home = _base / os.environ["PYTEST_XDIST_WORKER"]
+    _home.mkdir(parents=True, exist_ok=True)
+    (_base / "models").mkdir(parents=True, exist_ok=True)
+    if not (_home / "models").exists():
+        (_home / "models").symlink_to(_base / "models")
+    os.environ["HOPTRACE_HOME"] = str(_home)
+    # Beside the other worker the embedded model's two threads stalled at llama.cpp's per-step
+    # barrier, 3-8x slower (docs/measurements/suite.md); one thread only waits its turn.
+    os.environ["HOPTRACE_LLM_THREADS"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Forced, not defaulted: a test's "local" LLM is the suite's model whatever the shell says (tests/embedded.py).

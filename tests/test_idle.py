@@ -39,6 +39,7 @@ def test_the_verdict_names_each_threshold_crossed():
     assert "45%" in loaded.reasons[1] and "1.50x" in loaded.reasons[2]
 
 
+@pytest.mark.alone   # a retake is skipped when others' CPU is already high, as beside the suite's other worker
 def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monkeypatch):
     """A scripted calibration (a test double of the timed workload): a single slow reading after a
     block is retaken and the fastest counts; one that stays slow through every retake is load."""
@@ -54,6 +55,7 @@ def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monke
         assert next(it, None) is None   # every retake was taken, and no more
 
 
+@pytest.mark.alone
 def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):
     with idle.Watch(interval_s=0.5) as w:
         time.sleep(1.6)
@@ -61,6 +63,7 @@ def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):
     assert any("other processes" in r for r in w.conditions.reasons)
 
 
+@pytest.mark.alone
 def test_our_own_work_does_not_count_as_load():
     """A recording's own threads and children (the model's server) keep the cores busy: idle."""
     child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
@@ -75,6 +78,7 @@ def test_our_own_work_does_not_count_as_load():
     assert w.samples and max(w.samples) < 0.45, w.samples
 
 
+@pytest.mark.alone
 def test_a_recording_on_a_loaded_machine_is_refused_or_marked(ctx, small_kb, tmp_path, busy, capsys):
     from retrieval.cli import main
 

@@ -45,11 +45,12 @@ def test_the_real_model_writes_a_marked_answer_without_spaces_and_an_unmarked_on
     from llama_cpp import Llama, llama_chat_format
 
     from retrieval.llm import patches
+    from retrieval.llm.backends import server_threads
     from retrieval.llm.models import DEFAULT_MODEL, model_file
 
     # The default 1.5B (DEFAULT_MODEL): under the compact grammar the suite's 0.5B writes an empty list,
     # which would make the token count below compare nothing.
-    llm = Llama(str(model_file(DEFAULT_MODEL)), n_ctx=1024, n_threads=2, verbose=False)
+    llm = Llama(str(model_file(DEFAULT_MODEL)), n_ctx=1024, n_threads=server_threads(), verbose=False)
     # A spaced example, as the methods' prompts still show: the grammar alone must hold the model.
     messages = [{"role": "user", "content": 'Give 3 facts about Lyon as JSON {"triples": [["s", "p", "o"], ...]}.'}]
 

@@ -74,9 +74,10 @@ def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_b
     from llama_cpp import Llama, llama_chat_format
 
     from retrieval.llm import patches
+    from retrieval.llm.backends import server_threads
     from retrieval.llm.models import model_file
 
-    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=2048, n_threads=2, verbose=False)
+    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=2048, n_threads=server_threads(), verbose=False)
     messages = evaluate_messages(
         "In which city was the inventor of the Varga loom born?", "Who invented the Varga loom?", [], [],
         [("Varga loom", "The Varga loom is a hand loom invented by the weaver Ilona Varga in 1921. She was "

@@ -12,10 +12,11 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
     from llama_cpp import Llama
 
     from retrieval.llm import patches
+    from retrieval.llm.backends import server_threads
     from retrieval.llm.models import model_file
 
     path = str(model_file(TEST_MODEL))
-    fresh = Llama(path, n_ctx=2048, n_threads=2, verbose=False)
+    fresh = Llama(path, n_ctx=2048, n_threads=server_threads(), verbose=False)
     shared = "Facts: the Marlowe Press was founded in Leeds in 1911 by Ada Quent. " * 6
     p2 = shared + "Question: who founded the Marlowe Press? Answer:"
     want = fresh.create_completion(p2, max_tokens=8, temperature=0)["choices"][0]["text"]
@@ -30,7 +31,9 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
 
 
 def _resume(Llama, path: str, shared: str, p2: str, want: str) -> None:
-    llm = Llama(path, n_ctx=2048, n_threads=2, verbose=False)
+    from retrieval.llm.backends import server_threads
+
+    llm = Llama(path, n_ctx=2048, n_threads=server_threads(), verbose=False)
     llm.create_completion(shared + "Question: where was it founded? Answer:", max_tokens=4, temperature=0)
     state = llm.save_state()
     assert state.scores.nbytes == 0 and state.n_tokens > 100

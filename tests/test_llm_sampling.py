@@ -18,11 +18,11 @@ def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     from llama_cpp import Llama, LlamaGrammar
 
     from retrieval.llm import patches
-    from retrieval.llm.backends import chatml
+    from retrieval.llm.backends import chatml, server_threads
     from retrieval.llm.models import model_file
 
     original = Llama._init_sampler
-    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=1024, n_threads=2, verbose=False)
+    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=1024, n_threads=server_threads(), verbose=False)
     grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
     prompt = chatml([{"role": "user", "content":
                       'Give 4 facts about Lyon as JSON {"triples": [[subject, predicate, object], ...]}.'}])

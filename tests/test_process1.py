@@ -78,6 +78,7 @@ def test_the_dockerfile_declares_what_the_space_runs():
     assert env.get("HOPTRACE_PERSIST_DIR") == "/data", "traces go to the Space's persistent storage when it has one"
 
 
+@pytest.mark.alone   # it counts every new file under /tmp and the checkout: another test's would be blamed on it
 def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path):
     if not shutil.which("unshare") or not _can(["unshare", "--pid", "--fork", "--mount-proc", "true"]):
         pytest.skip("PID namespaces are not allowed here (unshare --pid failed): cannot run the app as process 1")

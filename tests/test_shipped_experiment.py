@@ -10,6 +10,7 @@ import json
 import os
 import signal
 
+import pytest
 from llm_double import scripted_llm
 
 from retrieval.core import cpu, idle
@@ -29,7 +30,9 @@ def _answering(ctx, n: int = 40):
 
 def _recorded(ctx, tmp_path, monkeypatch, busy=None):
     """bm25 (a main method) and composed (an ablation row) on 4 questions in chunks of 2: the
-    first sitting records one unit only, disturbed once by `busy` when given."""
+    first sitting records one unit only, disturbed once by `busy` when given. Without `busy` the
+    idle watch is a test double (_Quiet): those tests are not about the machine's load, and beside
+    the suite's other worker a real watch would call their unit disturbed."""
     monkeypatch.setattr(recording, "CHUNK", 2)
     monkeypatch.setattr(recording, "WATCH_INTERVAL_S", 0.2)
     monkeypatch.setattr(idle, "SETTLE_S", 0.0)
@@ -51,11 +54,13 @@ def _recorded(ctx, tmp_path, monkeypatch, busy=None):
     monkeypatch.setattr(recording, "fresh_model", lambda llm: fresh.append(llm))
     sitting = recording.record_sitting(experiments, exp, actx, qs, minutes=1e-6,
                                        on_unit=lambda u, n, label: said.append((u.method, u.chunk, n, label)),
-                                       wait_idle=wait_idle if busy else lambda: None)
+                                       wait_idle=wait_idle if busy else lambda: None,
+                                       watch=None if busy else _Quiet)
     sitting.fresh_models = len(fresh)
     return experiments, exp, actx, qs, sitting, said
 
 
+@pytest.mark.alone
 def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(ctx, tmp_path, monkeypatch, busy):
     experiments, exp, actx, qs, sitting, said = _recorded(ctx, tmp_path, monkeypatch, busy)
     assert qs[0].text == ctx.store.questions()[2].text    # the showcase's questions lead
@@ -167,7 +172,7 @@ def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
     # A recording under way compares only the methods with the main methods' questions.
     assert evidence.compared_methods(experiments, exp) == ["bm25"]
     second = recording.start(experiments, actx, "small", qs[:2], ["bm25"], llm_questions=0)
-    recording.record_sitting(experiments, second, actx, qs[:2], minutes=10)
+    recording.record_sitting(experiments, second, actx, qs[:2], minutes=10, watch=_Quiet)
     recording.close_sitting(experiments, second, recording.Sitting(0, "", 0), qs[:2])
     for i, e in enumerate((exp, second)):   # each differs from the other, so "what differs" names them
         e.code_version, e.llm = f"{HOSTILE}{i}", f"{HOSTILE}{i} (model)"

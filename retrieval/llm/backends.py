@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..core import cpu
+from ..core.envvars import positive_number
+from ..core.errors import ConfigError
 from ..core.paths import home
 from . import early_stop, patches
 from .compact import mark as compact_mark
@@ -150,6 +152,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_threads() -> int:
+    """The embedded server's threads: HOPTRACE_LLM_THREADS, else the cores this process may use (at most 8).
+
+    Set it to 1 where other work shares the cores (the test suite's second worker): llama.cpp's
+    threads meet at a barrier after every operation, so one thread descheduled by another process
+    stalls the rest while they spin, 3-8x slower on 2 cores; one thread only waits its turn."""
+    n = positive_number("HOPTRACE_LLM_THREADS")
+    if n is not None:
+        if n != int(n):
+            raise ConfigError(f"HOPTRACE_LLM_THREADS must be a whole number, got {n:g}")
+        return int(n)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, min(cores, 8))
+
+
 class EmbeddedLlamaCpp(OpenAICompatible):
     """llama-cpp-python's OpenAI-compatible server in a child process on 127.0.0.1.
 
@@ -190,7 +207,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
 
     def server_command(self) -> list[str]:
         """The child's command line (retrieval.llm.child, then llama_cpp.server's flags)."""
-        threads = str(max(1, min(os.cpu_count() or 2, 8)))
+        threads = str(server_threads())
         cmd = [sys.executable, "-m", "retrieval.llm.child", str(os.getpid()), "--model", str(self.gguf), "--host",
                "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(self.settings.n_ctx), "--n_threads", threads,

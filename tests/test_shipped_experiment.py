@@ -204,13 +204,14 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     texts = [q["text"] for q in spec["questions"]]
     showcase_doc = json.loads(gzip.decompress((root / "showcase" / "demo.json.gz").read_bytes()))
     assert [it["question"] for it in showcase_doc["items"]] == texts[:len(showcase_doc["items"])]
-    ran = {(e["question_id"], e["method"]) for e in doc["entries"]}
+    ran = {(e["question_id"], e["method"], e.get("rep", 1)) for e in doc["entries"]}   # no run twice
     assert all(e["row"]["answer"] is not None for e in doc["entries"])   # every run ended with an answer
     assert ("bm25" in spec["methods"]) and len(ran) == len(doc["entries"])
     # One recording serves both views: where the experiment has a showcase method on every showcase
     # question, the Ask page shows those very runs.
     ids = {q["text"]: q["id"] for q in spec["questions"]}
-    latency = {(e["question_id"], e["method"]): e["run"]["latency_ms"] for e in doc["entries"]}
+    latency = {(e["question_id"], e["method"]): e["run"]["latency_ms"] for e in doc["entries"]
+               if e.get("rep", 1) == 1}   # the showcase shows the first repetition, as the means read it
     shared = [m for m in showcase_doc["methods"]
               if all((ids[it["question"]], m) in latency for it in showcase_doc["items"])]
     assert {"griever", "gear", "sag", "grasp"} <= set(shared), shared

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from embedded import TEST_MODEL
 
+from retrieval.llm.backends import server_threads
+
 pytestmark = pytest.mark.slow
 
 
@@ -12,7 +14,6 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
     from llama_cpp import Llama
 
     from retrieval.llm import patches
-    from retrieval.llm.backends import server_threads
     from retrieval.llm.models import model_file
 
     path = str(model_file(TEST_MODEL))
@@ -31,8 +32,6 @@ def test_a_slim_state_is_small_and_resumes_like_a_fresh_model():
 
 
 def _resume(Llama, path: str, shared: str, p2: str, want: str) -> None:
-    from retrieval.llm.backends import server_threads
-
     llm = Llama(path, n_ctx=2048, n_threads=server_threads(), verbose=False)
     llm.create_completion(shared + "Question: where was it founded? Answer:", max_tokens=4, temperature=0)
     state = llm.save_state()

@@ -153,7 +153,7 @@ def _free_port() -> int:
 
 
 def server_threads() -> int:
-    """The embedded server's threads: HOPTRACE_LLM_THREADS, else the cores this process may use (at most 8).
+    """The embedded server's threads: HOPTRACE_LLM_THREADS, else the machine's cores (at most 8).
 
     Set it to 1 where other work shares the cores (the test suite's second worker): llama.cpp's
     threads meet at a barrier after every operation, so one thread descheduled by another process
@@ -163,8 +163,7 @@ def server_threads() -> int:
         if n != int(n):
             raise ConfigError(f"HOPTRACE_LLM_THREADS must be a whole number, got {n:g}")
         return int(n)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    return max(1, min(cores, 8))
+    return max(1, min(os.cpu_count() or 2, 8))
 
 
 class EmbeddedLlamaCpp(OpenAICompatible):

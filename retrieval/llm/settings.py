@@ -9,7 +9,7 @@ Spec strings (`--llm` / HOPTRACE_LLM):
 For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
 HOPTRACE_LLM_CACHE=0 bypasses the response cache (to time real calls).
 HOPTRACE_DRAFT_TOKENS=N sets the embedded server's prompt-lookup drafts (lookup.py; 0 = off).
-HOPTRACE_LLM_THREADS=N sets the embedded server's threads (default: the usable cores, at most 8).
+HOPTRACE_LLM_THREADS=N sets the embedded server's threads (default: the cores, at most 8).
 """
 from __future__ import annotations
 

@@ -15,18 +15,14 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from retrieval.core.errors import ConfigError
-from retrieval.core.paths import REPO_ROOT
 
 from .load import _ask
-from .page import free_port
+from .page import spawn_app, stop
 
 QUESTION = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
 
@@ -72,26 +68,12 @@ def first_start(methods: tuple[str, ...] = ("bm25", "dense", "griever"), timeout
         (home / "models").mkdir()
         (home / "models" / exported.name).symlink_to(exported.resolve())
     traces = home / "traces.sqlite"
-    port = free_port()
-    env = {**os.environ, "HOPTRACE_HOME": str(home), "HOPTRACE_TRACES": str(traces), "HOPTRACE_LLM": "none",
-           "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
-    log = open(home / "app.log", "w")
-    t0 = time.time()
-    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "app.py")], env=env, cwd=REPO_ROOT,
-                            stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "HOPTRACE_HOME": str(home), "HOPTRACE_TRACES": str(traces), "HOPTRACE_LLM": "none"}
     out: dict = {"methods": {}, "app_log": str(home / "app.log") if keep_home else None}
+    t0 = time.time()
+    proc = None
     try:
-        url = f"http://127.0.0.1:{port}/"
-        while True:
-            if proc.poll() is not None:
-                raise ConfigError(f"the app exited during start-up; its log: {(home / 'app.log').read_text()[-2000:]}")
-            if time.time() - t0 > timeout_s:
-                raise ConfigError(f"the app did not answer within {timeout_s:.0f} s")
-            try:
-                if urllib.request.urlopen(url, timeout=1).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        proc, url, _ = spawn_app(env, home / "app.log", timeout_s=timeout_s)
         out["page_s"] = round(time.time() - t0, 1)
         client = Client(url, verbose=False)
         kb = home / "kbs" / "demo.sqlite"
@@ -116,13 +98,8 @@ def first_start(methods: tuple[str, ...] = ("bm25", "dense", "griever"), timeout
             time.sleep(0.5)
         out["demo_built_s"] = round(time.time() - t0, 1) if not status.exists() else None
     finally:
-        proc.terminate()   # by its pid: SIGTERM, then SIGKILL if it lingers
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        if proc is not None:
+            stop(proc)
         if not keep_home:
             shutil.rmtree(home, ignore_errors=True)
     out["cores"] = os.cpu_count()

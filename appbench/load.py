@@ -14,11 +14,9 @@ import random
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -26,7 +24,7 @@ from retrieval.core.errors import ConfigError
 from retrieval.core.paths import REPO_ROOT
 from retrieval.kb.presets import demo_path
 
-from .page import free_port
+from .page import spawn_app, stop
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -36,8 +34,7 @@ def _percentile(xs: list[float], q: float) -> float:
 
 def _start_app(traces: Path, app_dir: Path = REPO_ROOT, env: Optional[dict] = None) -> tuple[subprocess.Popen, str]:
     """The app in its own process with its own trace file; `env` adds or overrides variables
-    (the soak runs it in public mode with the embedded LLM)."""
-    port = free_port()
+    (the soak runs it in public mode with the embedded LLM). Its log is app.log beside the traces."""
     # A home of its own whose kbs/ is the real one: the load's traces stay out of the user's
     # trace file, for this version and for an older checkout (--app-dir) alike.
     from retrieval.core.paths import kb_dir
@@ -46,22 +43,10 @@ def _start_app(traces: Path, app_dir: Path = REPO_ROOT, env: Optional[dict] = No
     models = kb_dir().parent / "models"  # exported encoders: not re-exported under load
     if models.is_dir():
         (traces.parent / "models").symlink_to(models.resolve(), target_is_directory=True)
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "HOPTRACE_LLM": "none",
-           "HOPTRACE_HOME": str(traces.parent), "HOPTRACE_TRACES": str(traces), **(env or {})}
-    proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=env, cwd=app_dir,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    t0 = time.time()
-    while time.time() - t0 < 300:
-        if proc.poll() is not None:
-            raise ConfigError("the app exited during start-up")
-        try:
-            if urllib.request.urlopen(url, timeout=1).status == 200:
-                return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise ConfigError("the app did not answer within 300 s")
+    env = {**os.environ, "HOPTRACE_LLM": "none", "HOPTRACE_HOME": str(traces.parent), "HOPTRACE_TRACES": str(traces),
+           **(env or {})}
+    proc, url, _ = spawn_app(env, traces.parent / "app.log", app_dir=app_dir)
+    return proc, url
 
 
 def _picked(methods: list[str]) -> list[list[str]]:
@@ -148,12 +133,7 @@ def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = 
             t.join(timeout=minutes * 60 + 600)
         wall = time.time() - t0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     db = sqlite3.connect(traces)
     requests_total = 1 + solo + sent[0]
     stored = db.execute("SELECT count(*) FROM runs").fetchone()[0]

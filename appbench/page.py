@@ -12,6 +12,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -35,37 +36,88 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PORT_TAKEN = "Cannot find empty port"   # what Gradio's launch raises when its port is in use
+
+
+def spawn_app(env: dict, log: Path, app_dir: Path = REPO_ROOT, timeout_s: float = 300.0,
+              tries: int = 3) -> tuple[subprocess.Popen, str, float]:
+    """`python app.py` on a free loopback port until the page answers HTTP 200: (process, URL,
+    seconds from spawn). Its output goes to `log`, whose tail a failed start quotes.
+
+    A port free when picked can be taken before the app binds it (another process on the
+    machine, or another test worker, picked the same one): the app then exits naming it, and
+    it is started again on a new port, at most `tries` times."""
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        run_env = {**env, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+        t0 = time.perf_counter()
+        with open(log, "w") as out:
+            proc = subprocess.Popen([sys.executable, str(app_dir / "app.py")], env=run_env, cwd=app_dir,
+                                    stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}/"
+        while proc.poll() is None:
+            try:
+                if urllib.request.urlopen(url, timeout=1).status == 200:
+                    return proc, url, time.perf_counter() - t0
+            except OSError:
+                pass
+            if time.perf_counter() - t0 > timeout_s:
+                stop(proc)
+                raise ConfigError(f"the app did not answer within {timeout_s:.0f} s; its log ({log}) ends: "
+                                  f"{_tail(log)}")
+            time.sleep(0.1)
+        if PORT_TAKEN in log.read_text(errors="replace") and attempt < tries:
+            continue
+        raise ConfigError(f"the app exited during start-up (exit {proc.returncode}); its log ({log}) ends: "
+                          f"{_tail(log)}")
+    raise AssertionError("unreachable")
+
+
+def serve_free(app, state, tries: int = 3) -> str:
+    """ui.app.serve in this process on a free loopback port, without blocking: its URL. A port
+    taken between picking and binding is picked again, as spawn_app does."""
+    from ui.app import serve
+
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        try:
+            serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
+            return f"http://127.0.0.1:{port}/"
+        except OSError as e:
+            if PORT_TAKEN not in str(e) or attempt == tries:
+                raise
+    raise AssertionError("unreachable")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End a started app by its pid: SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _tail(log: Path, chars: int = 2000) -> str:
+    return log.read_text(errors="replace")[-chars:].strip() or "(nothing)"
+
+
 @contextmanager
 def started_app(env_extra: dict | None = None) -> Iterator[str]:
-    """`python app.py` on a free loopback port, until the page answers; yields its URL and stops
+    """The app (spawn_app) with the user's environment plus `env_extra`; yields its URL and stops
     it by its pid. The seconds from spawn to the first answer are kept in `_started[url]`."""
     if not demo_path().exists():
         raise ConfigError("build the demo KB first: hoptrace build --demo")
     if not Path(CHROMIUM).exists():
         raise ConfigError(f"{CHROMIUM} is missing (apt-get install chromium)")
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", **(env_extra or {}))
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "app.py")], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        while True:
-            try:
-                if urllib.request.urlopen(url, timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None:
-                raise ConfigError("the app exited during start-up")
-            if time.perf_counter() - t0 > 300:
-                raise ConfigError("the app did not answer within 300 s")
-            time.sleep(0.1)
-        _started[url] = time.perf_counter() - t0
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with tempfile.TemporaryDirectory(prefix="hoptrace-bench-app-") as tmp:
+        proc, url, seconds = spawn_app(dict(os.environ, **(env_extra or {})), Path(tmp) / "app.log")
+        try:
+            _started[url] = seconds
+            yield url
+        finally:
+            stop(proc)
 
 
 _started: dict[str, float] = {}   # URL → seconds from spawn to the page's first 200

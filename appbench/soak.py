@@ -31,6 +31,7 @@ from retrieval.core.errors import ConfigError
 from retrieval.kb.presets import demo_path
 
 from .load import _picked, _start_app
+from .page import stop
 
 FAST = ("bm25", "dense", "composed", "griever")
 PACE_S = 10.5            # one request per visitor every 10.5 s: under the 6-a-minute limit
@@ -156,12 +157,7 @@ def soak(minutes: float = 30.0, users: int = 20, llm_users: int = 2, llm_method:
         log.samples.append(Sample(time.time() - t_start, rss_mb(proc.pid),
                                   max((rss_mb(k) or 0.0 for k in kids), default=None) if kids else None))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except Exception:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     return _report(log, traces, minutes, users, llm_users, llm_method, cap_mb)
 
 

@@ -87,6 +87,35 @@ def test_the_app_reports_the_childs_refusal_with_what_changed(tmp_path, monkeypa
     assert server.health().startswith(f"exited with code {patches.REFUSED}")
 
 
+@pytest.mark.slow
+def test_a_child_whose_port_was_taken_starts_again_on_another(tmp_path, monkeypatch):
+    """The port picked for the child is taken before it binds (another server picked it too):
+    the child exits saying so, and start() tries a new port instead of failing the app."""
+    import socket
+
+    from retrieval.llm import backends
+    from retrieval.llm.settings import LLMSettings
+
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    ports = iter([taken])
+    real = backends._free_port
+    monkeypatch.setattr(backends, "_free_port", lambda: next(ports, None) or real())
+    server = backends.EmbeddedLlamaCpp(LLMSettings.parse("local:qwen2.5-coder-0.5b"))
+    try:
+        server.start(wait_s=120)
+        assert server.port != taken and server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        assert str(server._client.base_url).startswith(server.base_url)
+        assert backends.PORT_IN_USE in (tmp_path / "llama_server.log").read_text()
+        assert server.health().startswith("pid ")
+    finally:
+        server.stop()
+        held.close()
+
+
 def test_a_childs_status_is_checked_for_version_build_and_every_patch():
     good = {"hoptrace_child": True, "llama_cpp": patches.PINNED, "system_info": "AVX2 = 1 | AMX_INT8 = 0",
             "patches": {name: True for name in patches.PATCHES}}

@@ -51,10 +51,10 @@ def test_live_llm_requests_per_address_are_held_and_released():
 
 @pytest.fixture(scope="module")
 def public_server(small_kb, tmp_path_factory):
-    from appbench.page import free_port
+    from appbench.page import serve_free
     from retrieval.core.paths import kb_dir
     from retrieval.llm.settings import LLMSettings
-    from ui.app import build, serve
+    from ui.app import build
     from ui.state import AppState
 
     shutil.copyfile(small_kb, kb_dir() / "limitskb.sqlite")
@@ -64,9 +64,8 @@ def public_server(small_kb, tmp_path_factory):
                          llm_settings=LLMSettings.parse("none"),
                          public=PublicLimits(enabled=True, show_paths=False, trust_proxy=trust))
         app = build(state)
-        port = free_port()
-        serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-        servers[trust] = f"http://127.0.0.1:{port}/"
+        url = serve_free(app, state)
+        servers[trust] = url
     yield servers
     import gradio as gr
     gr.close_all()

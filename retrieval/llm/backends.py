@@ -146,6 +146,13 @@ def chatml(messages: list[dict]) -> str:
 SERVER_FLAGS = ("--logits_all", "False")
 
 
+PORT_IN_USE = "address already in use"   # uvicorn's words when the child's port was taken
+
+
+class _PortTaken(Exception):
+    pass
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -224,7 +231,25 @@ class EmbeddedLlamaCpp(OpenAICompatible):
                     "--cache_size", str(self.settings.prompt_cache_mb << 20)]
         return cmd
 
-    def start(self, wait_s: float = 180.0) -> None:
+    def start(self, wait_s: float = 180.0, tries: int = 3) -> None:
+        """Start the child and check it (self_check). A port free when picked can be taken before
+        the child binds it (another server on the machine picked the same one): the child then
+        exits saying so, and starts again on a new port, at most `tries` times."""
+        for attempt in range(1, tries + 1):
+            try:
+                return self._start_once(wait_s)
+            except _PortTaken:
+                if attempt == tries:
+                    raise LLMUnavailable(f"embedded llama.cpp server: {tries} ports in a row were taken "
+                                         f"before it could bind them; see {self.log_path}") from None
+                self._move_to(_free_port())
+
+    def _move_to(self, port: int) -> None:
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._client = self._client.with_options(base_url=self.base_url)
+
+    def _start_once(self, wait_s: float) -> None:
         self.log_path = home() / "llama_server.log"
         log = open(self.log_path, "ab")
         since = log.tell()  # the log is kept across starts; this start's lines begin here
@@ -239,6 +264,8 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         t0 = time.time()
         while time.time() - t0 < wait_s:
             if self.proc.poll() is not None:
+                if PORT_IN_USE in self._text_since(since):
+                    raise _PortTaken()
                 said = self._said_since(since)
                 raise LLMUnavailable(f"embedded llama.cpp server exited with code {self.proc.returncode}"
                                      + (f": {said}" if said else "") + f"; see {self.log_path}")
@@ -263,15 +290,17 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         except OSError:
             return False
 
-    def _said_since(self, offset: int) -> str:
-        """The child's own `hoptrace:` lines (a refusal names what changed) since `offset`."""
+    def _text_since(self, offset: int) -> str:
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(offset)
-                text = f.read().decode("utf-8", "replace")
+                return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
-        lines = text.splitlines()
+
+    def _said_since(self, offset: int) -> str:
+        """The child's own `hoptrace:` lines (a refusal names what changed) since `offset`."""
+        lines = self._text_since(offset).splitlines()
         for i, line in enumerate(lines):
             if line.startswith("hoptrace: the embedded LLM server refuses"):
                 rest = [ln.strip() for ln in lines[i + 1:] if ln.startswith("  ")]

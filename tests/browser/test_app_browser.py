@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from embedded import TEST_MODEL
 
-from appbench.page import ARGS, CHROMIUM, free_port
+from appbench.page import ARGS, CHROMIUM, free_port, serve_free
 from ui import early_map
 
 pytestmark = pytest.mark.browser
@@ -44,7 +44,7 @@ def app_url(small_kb, embedder, tmp_path_factory):
     from retrieval.core.records import Passage
     from retrieval.kb.build import build_kb
     from retrieval.kb.extract.rules import RulesExtractor
-    from ui.app import build, serve
+    from ui.app import build
     from ui.state import AppState
 
     evil = Passage.make(EVIL, "An injected title: onerror handlers must never run in HopTrace's pages.")
@@ -71,9 +71,8 @@ def app_url(small_kb, embedder, tmp_path_factory):
         # The module's global is shared by every test of the session: the shipped recording's
         # test read this one instead, and passed in the suite while it failed alone.
         showcase.SHOWCASE_DIR, shipped_experiment.SHIPPED_DIR = shipped, shipped_dir
-    port = free_port()
-    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/"
+    url = serve_free(app, state)
+    yield url
     app.close()
 
 
@@ -651,16 +650,15 @@ def _public_app(tmp_path_factory, name: str, **limits):
     """The same KBs served in public mode, with a trace file of its own: (app, url)."""
     from dataclasses import replace
 
-    from ui.app import build, serve
+    from ui.app import build
     from ui.public import PublicLimits
     from ui.state import AppState
 
     state = AppState(trace_path=tmp_path_factory.mktemp(name) / "traces.sqlite",
                      public=replace(PublicLimits.from_env(public=True), **limits))
     app = build(state)
-    port = free_port()
-    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    return app, f"http://127.0.0.1:{port}/"
+    url = serve_free(app, state)
+    return app, url
 
 
 @pytest.fixture(scope="module")
@@ -1297,14 +1295,13 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
 @pytest.fixture(scope="module")
 def shipped_url(app_url, tmp_path_factory):
     """The app as a first visitor meets it: the shipped showcase (five methods) on the test KB."""
-    from ui.app import build, serve
+    from ui.app import build
     from ui.state import AppState
 
     state = AppState(trace_path=tmp_path_factory.mktemp("shipped") / "traces.sqlite")
     app = build(state)
-    port = free_port()
-    serve(app, state, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True)
-    yield f"http://127.0.0.1:{port}/"
+    url = serve_free(app, state)
+    yield url
     app.close()
 
 

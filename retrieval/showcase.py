@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .core import idle
+from .core import idle, pyast
 from .core.errors import HopTraceError
 from .core.records import Question
 from .methods import METHODS, Context, make_method, profiles, root_method
@@ -80,11 +80,20 @@ def _definitions(files: Sequence[Path]) -> list[str]:
     """Each top-level statement of the files as code, sorted: imports, docstrings and comments
     left out. So a definition moved between these files, an import path or a docstring changed
     leaves the fingerprint alone; a changed line of code does not."""
-    out = []
-    for f in files:
-        for node in _strip(ast.parse(f.read_text(), str(f))).body:
-            out.append(ast.unparse(node))
-    return sorted(out)
+    return sorted(code for f in files for code in _file_definitions(f))
+
+
+_parsed: dict[tuple[str, int, int], list[str]] = {}
+
+
+def _file_definitions(f: Path) -> list[str]:
+    """One file's statements, parsed once per version of the file (its mtime and size): the lab
+    takes every method's fingerprint at each render."""
+    st = f.stat()
+    key = (str(f), st.st_mtime_ns, st.st_size)
+    if key not in _parsed:
+        _parsed[key] = [ast.unparse(node) for node in _strip(pyast.parse(f.read_text(), str(f))).body]
+    return _parsed[key]
 
 
 def _strip(tree: ast.AST) -> ast.AST:

@@ -1,7 +1,9 @@
 """Shared fixtures: a small real KB built from the bundled MuSiQue data with the real embedder."""
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +14,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HOPTRACE_HOME", tempfile.mkdtemp(prefix="hoptrace-test-"))
+# What the workers build once and share (small_kb): a folder scripts/test.sh names for its two parts
+# (HOPTRACE_TEST_SHARED, fresh each run), else one under xdist's common home, else none.
+_SHARED: Path | None = Path(os.environ["HOPTRACE_TEST_SHARED"]) if os.environ.get("HOPTRACE_TEST_SHARED") else None
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # scripts/test.sh runs the suite on two pytest-xdist workers. Each gets a home of its own (KBs,
+    # scripts/test.sh runs the suite on three pytest-xdist workers. Each gets a home of its own (KBs,
     # trace files and caches are written there; two workers writing one file would mix or tear
     # it); the models' exports are shared, made once and renamed into place whole (encoders/onnx.py).
     _base = Path(os.environ["HOPTRACE_HOME"])
@@ -23,9 +28,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     if not (_home / "models").exists():
         (_home / "models").symlink_to(_base / "models")
     os.environ["HOPTRACE_HOME"] = str(_home)
-    # Beside the other worker the embedded model's two threads stalled at llama.cpp's per-step
+    _SHARED = _SHARED or _base / "shared"
+    # Beside another worker the embedded model's two threads stalled at llama.cpp's per-step
     # barrier, 3-8x slower (docs/measurements/suite.md); one thread only waits its turn.
     os.environ["HOPTRACE_LLM_THREADS"] = "1"
+if _SHARED is not None:
+    _SHARED.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Forced, not defaulted: a test's "local" LLM is the suite's model whatever the shell says (tests/embedded.py).
@@ -67,15 +75,31 @@ def embedder():
 
 @pytest.fixture(scope="session")
 def small_kb(small_corpus, embedder, tmp_path_factory) -> Path:
+    """The small KB, a file of this worker's own. Under xdist it is built once for the session by
+    whichever worker asks first (~25 s of CPU the others would repeat) and copied by the rest."""
+    path = tmp_path_factory.mktemp("kb") / "small.sqlite"
+    if _SHARED is None:
+        _build_small_kb(path, small_corpus, embedder)
+        return path
+    built = _SHARED / "small.sqlite"
+    with open(_SHARED / "small.sqlite.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # the others wait here until the first has built it
+        if not built.exists():
+            part = Path(tempfile.mkdtemp(dir=_SHARED)) / "small.sqlite"
+            _build_small_kb(part, small_corpus, embedder)
+            os.replace(part, built)        # whole or not at all
+    shutil.copyfile(built, path)
+    return path
+
+
+def _build_small_kb(path: Path, small_corpus, embedder) -> None:
     from retrieval.kb.build import build_kb
     from retrieval.kb.extract.openie_import import OpenIEImport
     from retrieval.kb.extract.rules import RulesExtractor
 
     passages, questions = small_corpus
-    path = tmp_path_factory.mktemp("kb") / "small.sqlite"
     build_kb(path, passages, [OpenIEImport(get_dataset("musique").openie), RulesExtractor(("events", "propositions"))],
              embedder, questions=questions, name="small", progress=False)
-    return path
 
 
 @pytest.fixture(scope="session")

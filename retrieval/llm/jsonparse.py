@@ -7,10 +7,11 @@ into one repair request.
 """
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any
+
+from ..core import pyast
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -38,7 +39,7 @@ def _decode_from(text: str) -> Any:
         end = _balanced_end(text, i)
         if end is not None:
             try:
-                value = ast.literal_eval(text[i:end])
+                value = pyast.literal_eval(text[i:end])
                 return _jsonable(value)
             except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
                 last_err = e

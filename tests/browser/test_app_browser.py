@@ -1076,9 +1076,13 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.click("#judge-g3")
     page.wait_for_function(f"document.querySelector('#judge-progress').innerText.startsWith('2 / {total}')",
                            timeout=30_000)
-    page.click("#judge-skip")
-    page.click("#judge-back")
-    page.click("#judge-back")
+    # Each click waits for its pair: a click sent before the last one's answer came back reads the
+    # position the page held then (a fourth worker's load made two backs land one pair short).
+    for button in ("#judge-skip", "#judge-back", "#judge-back"):
+        where = page.locator("#judge-where").inner_text()   # "pair N of M · question ...": each move changes N
+        page.click(button)
+        page.wait_for_function(f"document.querySelector('#judge-where') && "
+                               f"document.querySelector('#judge-where').innerText !== {where!r}", timeout=30_000)
     page.wait_for_function("document.querySelector('#judge-reveal') !== null", timeout=30_000)
     assert "your grade 3" in page.locator("#judge-reveal").inner_text()
     page.screenshot(path=str(shots / "judge-after.png"), full_page=True)

@@ -38,12 +38,13 @@ def open_viewer(browser, runs: list[hopmap_view.ViewerRun]):
     page = browser.new_page(viewport=VIEW)
     page.dialogs = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    path = Path(tempfile.mkdtemp(prefix="hoptrace-hopmap-")) / "viewer.html"
-    path.write_text(hopmap_view.document(runs))
-    t0 = time.perf_counter()
-    page.goto(path.as_uri())
-    page.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
-    page.first_draw_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="hoptrace-hopmap-") as tmp:   # read whole by the time it is drawn
+        path = Path(tmp) / "viewer.html"
+        path.write_text(hopmap_view.document(runs))
+        t0 = time.perf_counter()
+        page.goto(path.as_uri())
+        page.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
+        page.first_draw_s = time.perf_counter() - t0
     return page
 
 

@@ -24,6 +24,14 @@ unset HOPTRACE_LLM HOPTRACE_LLM_MODEL HOPTRACE_LLM_API_KEY HOPTRACE_LLM_CACHE HO
 export HOPTRACE_HOME="${HOPTRACE_TEST_HOME:-$(mktemp -d)}"
 # What both parts below build once and share (the small KB, tests/conftest.py): fresh each run.
 export HOPTRACE_TEST_SHARED="$(mktemp -d)"
+# Both go when the run ends, however it ends: the home alone holds ~1.7 GB (the models assembled
+# into it), and runs that left theirs behind once filled this machine's disk.
+cleanup() {
+  rm -rf "$HOPTRACE_TEST_SHARED"
+  [ -z "${HOPTRACE_TEST_HOME:-}" ] && rm -rf "$HOPTRACE_HOME"
+  rm -f "${log:-}"
+}
+trap cleanup EXIT
 # Two parts. First every test but a few on three pytest-xdist workers, a test file at a time
 # (--dist loadfile: the browser tests' module fixtures, an app and Chromium, are built once; the
 # embedded model runs on one thread there, tests/conftest.py). Three on two cores: with two, a
@@ -49,6 +57,5 @@ echo "suite wall time: $(( $(date +%s) - start )) s (set-up excluded) on $(.venv
   'from retrieval.core.cpu import describe; print(describe())')"
 # pytest's closing lines once more, last: the lines a reader (and CI) looks for.
 grep -E "^(=+ )?[0-9]+ (passed|failed)|^(=+ )?(no tests ran|[0-9]+ error)" "$log" | tail -2
-rm -f "$log"
 [ $rc -ne 0 ] && exit $rc
 exit $rc2

@@ -8,7 +8,6 @@ The demo KB must already be built (`hoptrace build --demo`).
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Iterator
 
 from retrieval.core.errors import ConfigError
 from retrieval.core.paths import REPO_ROOT
+from retrieval.core.ports import free_port
 from retrieval.kb.presets import demo_path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -28,12 +28,6 @@ CHROMIUM = "/usr/bin/chromium"
 # is drawn, measured by pixel count, but not composited into the shot): keep such frames in-process.
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-features=IsolateSandboxedIframes"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PORT_TAKEN = "Cannot find empty port"   # what Gradio's launch raises when its port is in use

@@ -5,7 +5,6 @@ environment), on a free loopback port, stopped by its pid."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -13,23 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.core.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PHOENIX_PY = Path(os.environ.get("HOPTRACE_PHOENIX_PYTHON", ROOT / ".venv-phoenix" / "bin" / "python"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def phoenix_server(tmp_path_factory):
     if not PHOENIX_PY.exists():
         pytest.fail(f"{PHOENIX_PY} is missing: `bash scripts/setup.sh --test` installs Phoenix for these tests")
     work = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(_free_port()), "PHOENIX_WORKING_DIR": str(work),
+           "PHOENIX_GRPC_PORT": str(free_port()), "PHOENIX_WORKING_DIR": str(work),
            "PHOENIX_TELEMETRY_ENABLED": "false"}
     log = open(work / "phoenix.log", "wb")
     proc = subprocess.Popen([str(PHOENIX_PY), "-m", "phoenix.server.main", "serve"], stdout=log,

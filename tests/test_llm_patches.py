@@ -102,8 +102,8 @@ def test_a_child_whose_port_was_taken_starts_again_on_another(tmp_path, monkeypa
     held.listen()
     taken = held.getsockname()[1]
     ports = iter([taken])
-    real = backends._free_port
-    monkeypatch.setattr(backends, "_free_port", lambda: next(ports, None) or real())
+    real = backends.free_port
+    monkeypatch.setattr(backends, "free_port", lambda: next(ports, None) or real())
     server = backends.EmbeddedLlamaCpp(LLMSettings.parse("local:qwen2.5-coder-0.5b"))
     try:
         server.start(wait_s=120)

@@ -14,7 +14,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from retrieval.core.ports import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +49,6 @@ def dockerfile() -> tuple[dict[str, str], str, list[str]]:
 
             cmd = json.loads(line[4:])
     return env, user, cmd
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _can(argv: list[str]) -> bool:
@@ -95,7 +90,7 @@ def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path
         shutil.chown(home, 1000, 1000)
         for p in home.rglob("*"):
             shutil.chown(p, 1000, 1000)
-    port = _free_port()
+    port = free_port()
     # The image's home is /home/user: every setting under it (HOME, HOPTRACE_HOME, MPLCONFIGDIR)
     # moves to this test's home, so nothing lands in a real /home/user.
     moved = {k: v.replace(env_file.get("HOME", "/home/user"), str(home)) for k, v in env_file.items()}

@@ -20,6 +20,7 @@ from ..core import cpu
 from ..core.envvars import positive_number
 from ..core.errors import ConfigError
 from ..core.paths import home
+from ..core.ports import free_port
 from . import early_stop, patches
 from .compact import mark as compact_mark
 from .compact import unmark
@@ -153,12 +154,6 @@ class _PortTaken(Exception):
     pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def server_threads() -> int:
     """The embedded server's threads: HOPTRACE_LLM_THREADS, else the machine's cores (at most 8).
 
@@ -191,7 +186,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         except ImportError as e:
             raise LLMUnavailable("the embedded LLM needs llama-cpp-python: run `bash scripts/setup.sh`") from e
         self.gguf = model_file(settings.model)
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = home() / "llama_server.log"
         self.checked = ""
@@ -242,7 +237,7 @@ class EmbeddedLlamaCpp(OpenAICompatible):
                 if attempt == tries:
                     raise LLMUnavailable(f"embedded llama.cpp server: {tries} ports in a row were taken "
                                          f"before it could bind them; see {self.log_path}") from None
-                self._move_to(_free_port())
+                self._move_to(free_port())
 
     def _move_to(self, port: int) -> None:
         self.port = port

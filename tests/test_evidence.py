@@ -2,6 +2,8 @@
 list and open, the pair's verdict, the per-question rows and the two stored runs of a row."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from retrieval.bench.runner import run_bench
@@ -48,6 +50,14 @@ def test_the_view_compares_the_pair_and_lists_the_questions_largest_difference_f
     # the same method twice falls back to another; the cache serves the second view
     assert evidence.view(cache, exps, exp, "recall@5", "bm25", "bm25").b == "griever"
     assert len(cache._items) == 1
+    # The view's download: one folder a process, one file per experiment, metric and owner, written
+    # whole and renamed into place (a folder per click once piled up under /tmp).
+    a, b = (Path(evidence.report_file(cache, exps, exp, "recall@5", who)) for who in ("ann", "bob"))
+    again = Path(evidence.report_file(cache, exps, exp, "recall@5", "ann"))
+    assert a == again and a != b and a.parent == b.parent and exp.id[:12] in a.name
+    assert {a.name, b.name} <= {p.name for p in a.parent.iterdir()}
+    assert not [p for p in a.parent.iterdir() if p.name.endswith(".part")]
+    assert "<h1>recall@5 — experiment" in a.read_text()
 
 
 def test_a_row_opens_both_stored_runs_exactly_as_stored(experiment):

@@ -1,16 +1,15 @@
 """The Traces tab: stored runs listed, opened side by side, exported as JSON."""
 from __future__ import annotations
 
-import tempfile
+import hashlib
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
 from retrieval.core.errors import HopTraceError, InputError
 
-from .. import render
+from .. import downloads, render
 from .shared import _gold_titles, _stored_grid
 
 RUN_COLUMNS = ["id", "when", "kb", "method", "question", "status", "ms", "tokens", "recall"]
@@ -100,10 +99,10 @@ def wire(shell) -> None:
             ids = state.traces.session_runs(ids[0])
         if not ids:
             raise InputError("enter run ids or a session id")
-        data = state.traces.export(ids, owner=state.owner_filter(who))
-        path = Path(tempfile.mkdtemp(prefix="hoptrace-export-")) / "traces.json"
-        path.write_text(data)
-        return str(path)
+        owner = state.owner_filter(who)
+        data = state.traces.export(ids, owner=owner)
+        tag = hashlib.sha256(f"{owner}|{','.join(ids)}".encode()).hexdigest()[:12]
+        return str(downloads.write(f"hoptrace-traces-{tag}.json", lambda p: p.write_text(data)))
 
     export_btn.click(export, [export_ids, visitor], export_file)
     shell.list_runs = list_runs

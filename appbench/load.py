@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -151,6 +152,7 @@ def load_test(users: int = 20, minutes: float = 5.0, methods: tuple[str, ...] = 
         shown[m] = {"alone_p50_ms": round(statistics.median(alone), 1) if alone else None,
                     "under_load_p50_ms": round(statistics.median(loaded), 1) if loaded else None}
     db.close()
+    shutil.rmtree(traces.parent, ignore_errors=True)   # its traces and app log: the report says what they held
     return {
         "methods": list(methods), "users": users, "minutes": minutes,
         "solo_requests": solo, "solo_p50_ms": round(statistics.median(solo_s) * 1000, 1),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -158,7 +159,9 @@ def soak(minutes: float = 30.0, users: int = 20, llm_users: int = 2, llm_method:
                                   max((rss_mb(k) or 0.0 for k in kids), default=None) if kids else None))
     finally:
         stop(proc)
-    return _report(log, traces, minutes, users, llm_users, llm_method, cap_mb)
+    report = _report(log, traces, minutes, users, llm_users, llm_method, cap_mb)
+    shutil.rmtree(traces.parent, ignore_errors=True)   # its traces and app log: the report says what they held
+    return report
 
 
 def _report(log: SoakLog, traces: Path, minutes: float, users: int, llm_users: int, llm_method: str,

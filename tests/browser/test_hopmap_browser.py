@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,11 +46,11 @@ def _shipped() -> list[dict]:
     return recording_items(SHIPPED)
 
 
-def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(browser):
+def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(browser, tmp_path):
     """Readability only: no overlapping labels or shapes, labels of 12 px or more. How fast each
     stage draws is a figure, printed and written, measured by `hoptrace bench-app --hop-maps`."""
     figures = measure_recording(browser, _shipped())
-    out = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tempfile.mkdtemp(prefix="hoptrace-shots-"))
+    out = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tmp_path)   # pytest's own folder: it keeps the last few
     out.mkdir(parents=True, exist_ok=True)
     (out / "hopmap-figures.json").write_text(json.dumps(figures, indent=1))
     print("hop map figures:", json.dumps(figures, ensure_ascii=False))

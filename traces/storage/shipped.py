@@ -31,17 +31,33 @@ def path_for(kb: str) -> Path:
     return SHIPPED_DIR / f"{kb}.json.gz"
 
 
+# What a later repetition's stages keep in the file: their timeline, not their graphs, payloads or calls.
+STAGE_SKELETON = ("name", "title", "started_at", "latency_ms", "tokens_in", "tokens_out", "status", "message")
+TRIMMED = ("trimmed from the shipped file: a later repetition keeps its ranking, answer, cost and stage "
+           "timeline; the first repetition's trace is whole")
+
+
+def trim(run: dict) -> dict:
+    """A later repetition's run without its stages' subgraphs, payloads and LLM calls. No view opens
+    it (drill-downs, hop maps and pools read the first repetition; stable@k reads the bench rows),
+    and those were about 2 MB of the file's 6.9."""
+    stages = [{**{k: s[k] for k in STAGE_SKELETON if k in s}, "message": s.get("message") or TRIMMED}
+              for s in run.get("stages", [])]
+    return {**run, "stages": stages}
+
+
 def write(experiments: Experiments, exp: Experiment, out: Path) -> int:
     """The experiment with every stored run (each repetition) as one gzipped JSON file, written
-    atomically; returns its size in bytes."""
+    atomically; returns its size in bytes. Later repetitions are trimmed (`trim`)."""
     db = experiments.traces.db
     entries = []
     for e in experiments.entries(exp, repetitions=True):
         result = db.execute("SELECT result FROM runs WHERE id = ?", [e["run_id"]]).fetchone()
         if result is None:
             continue
+        run = json.loads(unpack(result[0]))
         entries.append({**{k: e[k] for k in ("question_id", "method", "k", "rep", "row", "fates")},
-                        "run": json.loads(unpack(result[0]))})
+                        "run": run if e["rep"] == 1 else trim(run)})
     doc = {"format": FORMAT, "experiment": {
         "id": exp.id, "created_at": exp.created_at, "finished_at": exp.finished_at, "kind": exp.kind, "kb": exp.kb,
         "kb_fingerprint": exp.kb_fingerprint, "llm": exp.llm, "code_version": exp.code_version,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HOPTRACE_HOME", tempfile.mkdtemp(prefix="hoptrace-test-"))
+if not os.environ.get("HOPTRACE_HOME"):   # not setdefault: its argument, a new folder, was made every time
+    os.environ["HOPTRACE_HOME"] = tempfile.mkdtemp(prefix="hoptrace-test-")
 # What the workers build once and share (small_kb): a folder scripts/test.sh names for its two parts
 # (HOPTRACE_TEST_SHARED, fresh each run), else one under xdist's common home, else none.
 _SHARED: Path | None = Path(os.environ["HOPTRACE_TEST_SHARED"]) if os.environ.get("HOPTRACE_TEST_SHARED") else None
@@ -32,6 +33,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # Beside another worker the embedded model's two threads stalled at llama.cpp's per-step
     # barrier, 3-8x slower (docs/measurements/suite.md); one thread only waits its turn.
     os.environ["HOPTRACE_LLM_THREADS"] = "1"
+    # The same for torch's and the BLAS libraries' thread pools (the encoder's torch fallback, bf16,
+    # spaCy): three workers on two cores, each pool's threads waiting at every op for one descheduled.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
 if _SHARED is not None:
     _SHARED.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -57,8 +57,9 @@ def test_the_server_keeps_no_logits_per_prompt_token():
             return int(f.read().split("VmRSS:")[1].split()[0]) // 1024
 
     before = rss_mb()
-    text = " ".join(f"Town {i} lies on river {i % 7} and has {i * 13} inhabitants." for i in range(80))
+    # ~750 prompt tokens: with logits kept they alone would add ~450 MB, past the bound below.
+    text = " ".join(f"Town {i} lies on river {i % 7} and has {i * 13} inhabitants." for i in range(50))
     reply = backend.complete([{"role": "user", "content": text + "\nWhich river?"}], max_tokens=2,
                              temperature=0.0, seed=0)
-    assert reply.tokens_in > 1000
+    assert reply.tokens_in > 700
     assert rss_mb() - before < 300, f"server grew {rss_mb() - before} MB for one {reply.tokens_in}-token prompt"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional, Protocol, Sequence
 
@@ -48,6 +49,35 @@ def serving_mode() -> None:
     _allow_spinning = False
 
 
+# Sessions kept for the next build: making one optimises the model's graph again (~0.2 s of CPU,
+# one per core a build), which every KB build in the app, or a hundred in the test suite, paid
+# each time. Keyed by the model file's version, the threads, the spinning setting and the slot;
+# the latest few are kept (a model's fp32 and int8 twins on two cores), the rest freed.
+_SESSIONS: "OrderedDict[tuple, Any]" = OrderedDict()
+_SESSIONS_KEEP = 4
+_sessions_lock = threading.Lock()
+
+
+def _session(ort, path: Path, threads: int, slot: int):
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, threads, _allow_spinning, slot)
+    with _sessions_lock:
+        if key in _SESSIONS:
+            _SESSIONS.move_to_end(key)
+            return _SESSIONS[key]
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        if threads:
+            opts.intra_op_num_threads = threads
+        if not _allow_spinning:
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        _SESSIONS[key] = session
+        while len(_SESSIONS) > _SESSIONS_KEEP:
+            _SESSIONS.popitem(last=False)
+        return session
+
+
 class OnnxEncoder:
     def __init__(self, session, tokenizer, max_length: int):
         self.session = session
@@ -56,10 +86,12 @@ class OnnxEncoder:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, embedder: Loaded, precision: str = "fp32", threads: int = 0) -> Optional["OnnxEncoder"]:
+    def load(cls, embedder: Loaded, precision: str = "fp32", threads: int = 0,
+             slot: int = 0) -> Optional["OnnxEncoder"]:
         """`precision` int8: the weights of every MatMul quantised per channel (onnxruntime's
         dynamic quantisation), made once from the fp32 export. `threads`: the session's
-        intra-op threads (0 = onnxruntime's default, every core)."""
+        intra-op threads (0 = onnxruntime's default, every core). `slot`: which of a build's
+        parallel encoders this is (each keeps a session of its own, `_session`)."""
         try:
             import onnxruntime as ort
         except ImportError:
@@ -76,13 +108,7 @@ class OnnxEncoder:
                 _export(embedder, path)
             if precision == "int8":
                 path = _quantised(path)
-            opts = ort.SessionOptions()
-            opts.log_severity_level = 3
-            if threads:
-                opts.intra_op_num_threads = threads
-            if not _allow_spinning:
-                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            session = _session(ort, path, threads, slot)
         except Exception as e:  # any failure here only costs speed
             log.warning("ONNX encoder unavailable (%s); using torch", e)
             return None

@@ -54,8 +54,8 @@ class ParallelEncoder:
         if os.environ.get("HOPTRACE_ONNX", "1") == "0":
             return None
         made = []
-        for _ in range(n):
-            enc = OnnxEncoder.load(embedder, precision, threads=1 if n > 1 else 0)
+        for slot in range(n):
+            enc = OnnxEncoder.load(embedder, precision, threads=1 if n > 1 else 0, slot=slot)
             if enc is None:
                 return None
             made.append(enc)

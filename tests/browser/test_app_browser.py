@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +27,9 @@ Q = "Who was the first president of the association which published Journal of P
 
 
 @pytest.fixture(scope="module")
-def shots() -> Path:
-    d = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tempfile.mkdtemp(prefix="hoptrace-shots-"))
+def shots(tmp_path_factory) -> Path:
+    """HOPTRACE_SCREENSHOTS, or pytest's own folder (it keeps the last few runs', not every run's)."""
+    d = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -863,8 +863,8 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
 
     with _opened(chromium) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        page.goto(hostile_url, wait_until="domcontentloaded")
-        page.wait_for_selector("#run", timeout=60_000)
+        page.goto(hostile_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
+        page.wait_for_selector("#tabs", timeout=60_000)
         _tab(page, "Index")
         # One form for every file, as a visitor retrying would use it: each file replaces the last,
         # and the toasts of the one before are closed first, so the toast read is this file's.
@@ -971,8 +971,8 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             requests: list[tuple[str, str]] = []
             page.on("request", lambda r: requests.append((r.url, r.resource_type)))
-            page.goto(hostile_url, wait_until="domcontentloaded")
-            page.wait_for_selector("#run", timeout=60_000)
+            page.goto(hostile_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
+            page.wait_for_selector("#tabs", timeout=60_000)
             _tab(page, "Index")
             # A success first: a refusal after it must not leave its message under an error badge.
             page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "ok.txt"))

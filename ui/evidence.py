@@ -408,7 +408,9 @@ def leaderboard_html(exp: Experiment) -> str:
             text = "–" if v is None else (str(int(v)) if digits is None else f"{v:.{digits}f}")
             cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
         stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
-        body += (f"<tr><td>{esc(r.method)}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
+        # An ablation's name (griever_no_shortlist) breaks at its underscores, not mid-word
+        name = esc(r.method).replace("_", "_<wbr>")
+        body += (f"<tr><td>{name}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
                  f"<td>{esc(named_text(r.usd_named))}</td></tr>")
     sittings = exp.spec.get("sittings", [])
     status = ""

@@ -4,6 +4,7 @@ temporary folder per process, removed at exit. A folder per click once left one 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import shutil
 import tempfile
@@ -22,6 +23,13 @@ def folder() -> Path:
             atexit.register(shutil.rmtree, d, True)
             _folder.append(d)
         return _folder[0]
+
+
+def tag(*parts: object, n: int = 12) -> str:
+    """A short hash of what a file depends on (its owner, the runs in it), for its name: two
+    visitors' files of the same experiment or runs never share a name, and a visitor's own name
+    never reaches the file system."""
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:n]
 
 
 def write(name: str, fill: Callable[[Path], None]) -> Path:

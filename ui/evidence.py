@@ -478,14 +478,13 @@ def across_html(experiments: Experiments, old: Experiment, new: Experiment, metr
 def report_file(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metric: str, owner: str = ""):
     """The view as the self-contained HTML report `compare --html` writes (ui/downloads.py). One
     file per experiment, metric and owner: a public visitor's view holds only their runs."""
-    import hashlib
     import re
 
     from traces.stats.compare import write_html
 
     from . import downloads
 
-    tag = hashlib.sha256(owner.encode()).hexdigest()[:10] if owner else "all"
+    tag = downloads.tag(owner, n=10) if owner else "all"
     safe = re.sub(r"[^\w.-]", "-", metric.replace("@", "-at-"))
     comparison = cache.get(experiments, exp, metric, owner)
     return str(downloads.write(f"hoptrace-{exp.id[:12]}-{safe}-{tag}.html", lambda p: write_html(comparison, p)))

@@ -1,7 +1,6 @@
 """The Traces tab: stored runs listed, opened side by side, exported as JSON."""
 from __future__ import annotations
 
-import hashlib
 import time
 from types import SimpleNamespace
 
@@ -31,9 +30,9 @@ def layout(shell) -> SimpleNamespace:
         stored = gr.HTML(elem_id="stored")
         stored_plot = gr.Plot()
         with gr.Row():
-            export_ids = gr.Textbox(label="Export: run ids (comma-separated) or a session id")
-            export_btn = gr.Button("Export JSON")
-        export_file = gr.File(label="Export")
+            export_ids = gr.Textbox(label="Export: run ids (comma-separated) or a session id", elem_id="export-ids")
+            export_btn = gr.Button("Export JSON", elem_id="export-run")
+        export_file = gr.File(label="Export", elem_id="export-file")
     return SimpleNamespace(f_method=f_method, f_text=f_text, f_btn=f_btn, runs_table=runs_table, run_a=run_a,
                            run_b=run_b, show_btn=show_btn, stored=stored, stored_plot=stored_plot,
                            export_ids=export_ids, export_btn=export_btn, export_file=export_file)
@@ -101,7 +100,7 @@ def wire(shell) -> None:
             raise InputError("enter run ids or a session id")
         owner = state.owner_filter(who)
         data = state.traces.export(ids, owner=owner)
-        tag = hashlib.sha256(f"{owner}|{','.join(ids)}".encode()).hexdigest()[:12]
+        tag = downloads.tag(owner, ",".join(ids))
         return str(downloads.write(f"hoptrace-traces-{tag}.json", lambda p: p.write_text(data)))
 
     export_btn.click(export, [export_ids, visitor], export_file)

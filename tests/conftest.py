@@ -146,3 +146,24 @@ def busy():
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+# The browser tests' app files share one Chromium and one in-process app (tests/browser/conftest.py,
+# session fixtures): they are one unit of work for pytest-xdist, so those are built once, on one
+# worker, instead of once per file on whichever workers the files land (~30 s of set-up each).
+APP_FILES = "tests/browser/test_app_"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, but every tests/browser/test_app_*.py in one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class AppFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return APP_FILES if scope.startswith(APP_FILES) else scope
+
+    return AppFilesTogether(config, log)

@@ -27,13 +27,13 @@ def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     prompt = chatml([{"role": "user", "content":
                       'Give 4 facts about Lyon as JSON {"triples": [[subject, predicate, object], ...]}.'}])
 
-    def write(**kw) -> str:
+    def write(max_tokens: int = 90, **kw) -> str:
         llm.reset()  # same prompt evaluation every time: cached prefixes change the last logits' rounding
-        return llm.create_completion(prompt, max_tokens=90, temperature=0.0, **kw)["choices"][0]["text"]
+        return llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, **kw)["choices"][0]["text"]
 
     # Unconstrained, the model opens with a code fence, which the grammar forbids: the
     # fallback that filters the whole vocabulary runs too, not only the fast path.
-    assert write().lstrip().startswith("```")
+    assert write(max_tokens=6).lstrip().startswith("```")   # its opening is all this needs
     full = {rp: write(grammar=grammar, repeat_penalty=rp) for rp in (1.0, 1.1)}
     try:
         patches.install("fast_sampler")

@@ -200,7 +200,7 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     from retrieval.showcase import fingerprint
 
     root = Path(__file__).resolve().parents[1] / "data"
-    path = root / "experiments" / "demo.json.gz"
+    path = root / "experiments" / "demo.json.xz"
     assert path.stat().st_size < 8e6
     doc = shipped.read(path)
     spec = doc["experiment"]["spec"]

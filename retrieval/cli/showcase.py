@@ -39,7 +39,7 @@ def add_parsers(sub) -> None:
     re_.add_argument("--rerecord", default=None, metavar="METHODS",
                      help="drop these methods' runs (their code or prompts changed) and record them again")
     re_.add_argument("--new", action="store_true", help="start a new recording instead of resuming the shipped one")
-    re_.add_argument("--out", type=Path, default=None, help="default data/experiments/<kb>.json.gz")
+    re_.add_argument("--out", type=Path, default=None, help="default data/experiments/<kb>.json.xz")
     re_.add_argument("--allow-load", action="store_true",
                      help="start although the machine is busy (a disturbed unit is still recorded again)")
     _llm_args(re_)

@@ -1,5 +1,5 @@
 """The shipped experiment: a recorded experiment of every method on the demo's questions, kept in
-the repository (data/experiments/<kb>.json.gz) so the lab opens on a comparison nobody had to run.
+the repository (data/experiments/<kb>.json.xz) so the lab opens on a comparison nobody had to run.
 
 The file is an experiment as the trace database holds it — its row, each run's bench row with
 where its gold was held, and each run's full trace — plus the conditions of every sitting that
@@ -28,7 +28,7 @@ SESSION_KIND = "shipped"
 
 
 def path_for(kb: str) -> Path:
-    return SHIPPED_DIR / f"{kb}.json.gz"
+    return SHIPPED_DIR / f"{kb}.json.xz"
 
 
 # What a later repetition's stages keep in the file: their timeline, not their graphs, payloads or calls.
@@ -47,8 +47,9 @@ def trim(run: dict) -> dict:
 
 
 def write(experiments: Experiments, exp: Experiment, out: Path) -> int:
-    """The experiment with every stored run (each repetition) as one gzipped JSON file, written
-    atomically; returns its size in bytes. Later repetitions are trimmed (`trim`)."""
+    """The experiment with every stored run (each repetition) as one compressed JSON file (xz, by
+    its name: path_for), written atomically; returns its size in bytes. Later repetitions are
+    trimmed (`trim`)."""
     db = experiments.traces.db
     entries = []
     for e in experiments.entries(exp, repetitions=True):

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from appbench.hopmap import measure_recording, open_viewer, recording_items, show
-from appbench.page import ARGS, CHROMIUM
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult
 
@@ -20,18 +19,6 @@ pytestmark = pytest.mark.browser
 
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "showcase" / "demo.json.gz"
 EVIL = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _open(browser, runs):
@@ -46,10 +33,10 @@ def _shipped() -> list[dict]:
     return recording_items(SHIPPED)
 
 
-def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(browser, tmp_path):
+def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(chromium, tmp_path):
     """Readability only: no overlapping labels or shapes, labels of 12 px or more. How fast each
     stage draws is a figure, printed and written, measured by `hoptrace bench-app --hop-maps`."""
-    figures = measure_recording(browser, _shipped())
+    figures = measure_recording(chromium, _shipped())
     out = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tmp_path)   # pytest's own folder: it keeps the last few
     out.mkdir(parents=True, exist_ok=True)
     (out / "hopmap-figures.json").write_text(json.dumps(figures, indent=1))
@@ -61,10 +48,10 @@ def test_every_stage_of_the_shipped_showcase_is_readable_at_the_default_zoom(bro
     assert figures["dialogs"] == 0
 
 
-def test_a_node_keeps_its_place_from_stage_to_stage(browser):
+def test_a_node_keeps_its_place_from_stage_to_stage(chromium):
     item = _shipped()[0]
     run = RunResult.from_dict(item["runs"]["griever"])
-    page = _open(browser, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
+    page = _open(chromium, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
     places = []
     for st in ("shortlist_1", "join_2", "ranking"):
         _show(page, "griever", st)
@@ -77,7 +64,7 @@ def test_a_node_keeps_its_place_from_stage_to_stage(browser):
     page.close()
 
 
-def test_a_hostile_label_is_text_in_the_map_and_its_tooltip(browser):
+def test_a_hostile_label_is_text_in_the_map_and_its_tooltip(chromium):
     item = _shipped()[0]
     raw = json.loads(json.dumps(item["runs"]["griever"]))
     for st in raw["stages"]:
@@ -85,7 +72,7 @@ def test_a_hostile_label_is_text_in_the_map_and_its_tooltip(browser):
             if n["type"] == "entity":
                 n["label"] = EVIL + n["label"]
     run = RunResult.from_dict(raw)
-    page = _open(browser, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
+    page = _open(chromium, [hopmap_view.ViewerRun("griever", run, tuple(item["gold"]))])
     _show(page, "griever", "shortlist_1")
     evil = page.evaluate("Object.values(net.body.nodes).filter(n => n.options && !n.options.hidden"
                          " && String(n.options.label).includes('<img')).map(n => n.id)")

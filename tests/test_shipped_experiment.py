@@ -170,6 +170,30 @@ def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx
     assert board.rows[0].cells["questions"] == 2
 
 
+
+def test_the_leaderboard_bolds_the_best_among_rows_on_the_same_questions(monkeypatch):
+    """A recording under way scores methods on 100, 50 or 20 questions: an ablation's 0.9 over 20 is
+    bold among the 20s only, and a method alone on its question count is the best of nothing."""
+    from types import SimpleNamespace
+
+    from traces.stats import leaderboard
+    from ui import evidence
+
+    def row(m, n, r5):
+        return leaderboard.Row(m, {"questions": n, "recall@5": r5}, "$0")
+
+    board = leaderboard.Leaderboard([row("bm25", 100, 0.5), row("dense", 100, 0.6), row("gear", 50, 0.7),
+                                     row("abl_a", 20, 0.9), row("abl_b", 20, 0.4)], "KB demo")
+    assert [(n, [r.method for r in rs]) for n, rs in board.groups()] == [
+        (100, ["bm25", "dense"]), (50, ["gear"]), (20, ["abl_a", "abl_b"])]
+    assert board.best("recall@5", board.groups()[1][1]) is None
+    monkeypatch.setattr(leaderboard, "build", lambda exp, fps: board)
+    html = evidence.leaderboard_html(SimpleNamespace(methods=[], spec={}, status="done"))
+    assert "<b>0.600</b>" in html and "<b>0.900</b>" in html
+    assert "<td>0.700</td>" in html and "<td>0.500</td>" in html and "<td>0.400</td>" in html
+    assert html.index("on 100 questions each") < html.index("on 50 questions<") < html.index("on 20 questions")
+    assert "among the rows on the same questions" in html
+
 def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
     from ui import evidence
 

@@ -398,20 +398,28 @@ def leaderboard_html(exp: Experiment) -> str:
     if not board.rows:
         return ""
     esc = render.esc
-    best = {c: board.best(c) for c, _, _ in COLUMNS if c != "questions"}
     heads = "".join(f"<th>{esc(c)}</th>" for c, _, _ in COLUMNS)
+    groups = board.groups()
     body = ""
-    for r in board.rows:
-        cells = []
-        for c, _, digits in COLUMNS:
-            v = r.cells.get(c)
-            text = "–" if v is None else (str(int(v)) if digits is None else f"{v:.{digits}f}")
-            cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
-        stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
-        # An ablation's name (griever_no_shortlist) breaks at its underscores, not mid-word
-        name = esc(r.method).replace("_", "_<wbr>")
-        body += (f"<tr><td>{name}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
-                 f"<td>{esc(named_text(r.usd_named))}</td></tr>")
+    for n, rows in groups:
+        # Bold compares like with like: a method on 20 questions is not better than one on 100.
+        best = {c: board.best(c, rows) for c, _, _ in COLUMNS if c != "questions"}
+        if len(groups) > 1:
+            body += (f"<tr class='ht-group'><td colspan='{len(COLUMNS) + 3}'>on {n} question{'s' if n != 1 else ''}"
+                     f"{' each' if len(rows) > 1 else ''}</td></tr>")
+        for r in rows:
+            cells = []
+            for c, _, digits in COLUMNS:
+                v = r.cells.get(c)
+                text = "–" if v is None else (str(int(v)) if digits is None else f"{v:.{digits}f}")
+                cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
+            stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
+            # An ablation's name (griever_no_shortlist) breaks at its underscores, not mid-word
+            name = esc(r.method).replace("_", "_<wbr>")
+            body += (f"<tr><td>{name}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
+                     f"<td>{esc(named_text(r.usd_named))}</td></tr>")
+    bold = ("Bold: the best of a column among the rows on the same questions (each method's first N)."
+            if len(groups) > 1 else "Bold: the best of a column.")
     sittings = exp.spec.get("sittings", [])
     status = ""
     if exp.status == "paused":
@@ -421,7 +429,7 @@ def leaderboard_html(exp: Experiment) -> str:
     return (f"<div id='exp-leaderboard'><p class='ht-meta' id='exp-setting'>{esc(board.setting)}</p>{status}"
             f"<table class='ht-table'><tr><th>method</th>{heads}<th>$ / question</th>"
             f"<th>$ at {esc(NAMED_MODEL)}</th></tr>{body}</table><p class='ht-meta'>"
-            + "<br>".join(esc(n) for n in board.notes) + "<br>Bold: the best of a column.</p></div>")
+            + "<br>".join(esc(n) for n in board.notes) + f"<br>{bold}</p></div>")
 
 
 EXPERIMENT_COLUMNS = ["when", "KB", "questions", "methods", "LLM", "code", "machine", "status", "id"]

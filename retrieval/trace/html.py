@@ -38,6 +38,7 @@ CSS = """
 .ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
 table.ht-table td,table.ht-table th{border:0!important;border-bottom:1px solid #e4e4e7!important;
   padding:1px 4px!important;text-align:left;overflow-wrap:break-word;line-height:1.35}
+table.ht-table tr.ht-group td{background:#f4f4f5;color:#3f3f46;font-weight:600;padding-top:4px!important}
 .ht-gold{background:#fef3c7}
 td.ht-pick{cursor:pointer;color:#1d4ed8}
 td.ht-pick:hover{background:#eff6ff}

@@ -37,9 +37,20 @@ class Leaderboard:
     setting: str                 # what every row shares, said once
     notes: list[str] = field(default_factory=list)
 
-    def best(self, column: str) -> Optional[float]:
-        vals = [r.cells[column] for r in self.rows if r.cells.get(column) is not None]
-        if not vals:
+    def groups(self) -> list[tuple[int, list[Row]]]:
+        """The rows by the questions they were scored on, most questions first: a recording under
+        way, or a slice protocol, scores methods on different question counts, and only rows on the
+        same questions compare (the slice is each method's first N, so one count is one set)."""
+        out: dict[int, list[Row]] = {}
+        for r in self.rows:
+            out.setdefault(int(r.cells.get("questions") or 0), []).append(r)
+        return sorted(out.items(), key=lambda kv: -kv[0])
+
+    def best(self, column: str, rows: Optional[list[Row]] = None) -> Optional[float]:
+        """The best value of `column` among `rows` (default all); None when fewer than two rows have one:
+        a lone row is not the best of anything."""
+        vals = [r.cells[column] for r in (self.rows if rows is None else rows) if r.cells.get(column) is not None]
+        if len(vals) < 2:
             return None
         lower_better = column.startswith(("s /", "CPU", "tokens"))
         return min(vals) if lower_better else max(vals)
@@ -93,7 +104,8 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         named = (price.usd(s.get("tokens_in", 0) / runs, s.get("tokens_out", 0) / runs)
                  if price is not None and s.get("tokens_in") is not None else None)
         rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named))
-    rows.sort(key=lambda r: -(r.cells.get("recall@5") or 0))
+    # Rows on the same questions together (most questions first), each group by recall@5.
+    rows.sort(key=lambda r: (-(r.cells.get("questions") or 0), -(r.cells.get("recall@5") or 0)))
     notes = []
     if rows:
         notes.append(f"$: {PRICE_NOTE}")

@@ -192,3 +192,20 @@ def test_an_experiment_records_its_machine_and_a_resume_elsewhere_says_so(small_
     err = capsys.readouterr().err
     assert (f"note: the experiment started on Other CPU · 64 cores · avx512f; its remaining runs are made on "
             f"{here}") in err
+
+
+def test_the_kb_fingerprint_is_what_the_kb_holds_not_how_long_its_build_took():
+    """The same corpus built again on a fresh machine took other seconds: a resumed recording
+    refused it as a changed KB. What it holds still counts."""
+    from types import SimpleNamespace
+
+    def store(meta, counts=None):
+        info = SimpleNamespace(counts=counts or {"passages": 3}, meta=meta, embed_model="m", embed_dim=4)
+        return SimpleNamespace(info=lambda: info)
+
+    held = {"name": "demo", "extractors": {"triples": ["rules@2"]}}
+    first = kb_fingerprint(store({**held, "embed_device": "cpu (2 cores)", "last_build": {"seconds": 232.9}}))
+    again = kb_fingerprint(store({**held, "embed_device": "cpu (4 cores)", "last_build": {"seconds": 181.0}}))
+    assert first == again
+    assert kb_fingerprint(store({**held, "extractors": {"triples": ["llm@1"]}})) != first
+    assert kb_fingerprint(store(held, {"passages": 4})) != first

@@ -92,10 +92,17 @@ def question_record(q: Question) -> dict:
     return rec
 
 
+# Metadata about how the last build went, not about what the KB holds: its seconds, device and
+# encoder. With them in, the same corpus built again (a fresh machine, a user's rebuild) was a
+# "changed" KB, and a resumed recording or benchmark refused it.
+BUILD_ONLY_META = ("last_build", "embed_device")
+
+
 def kb_fingerprint(store) -> str:
     """What the KB's runs depend on: its backend's counts, metadata and embedding model."""
     info = store.info()
-    blob = json.dumps({"counts": info.counts, "meta": info.meta, "embed": info.embed_model, "dim": info.embed_dim},
+    meta = {k: v for k, v in (info.meta or {}).items() if k not in BUILD_ONLY_META}
+    blob = json.dumps({"counts": info.counts, "meta": meta, "embed": info.embed_model, "dim": info.embed_dim},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -165,6 +165,9 @@ def _wire_arrival(shell, pickers: list) -> Callable:
     return backends_for
 
 
+ARM_S = 60.0   # how long a page that started a build polls before the build's status shows up
+
+
 def _wire_readiness(shell, backends_for, pickers: list) -> None:
     """While a build makes a KB, the header, the KB list and the method pickers say each method's
     state ("griever: ready in ~40 s"), refreshed every two seconds; nothing is sent when nothing
@@ -175,23 +178,26 @@ def _wire_readiness(shell, backends_for, pickers: list) -> None:
     on an idle tab, 1.2 CPU s in 10 s) and the server answer, for every open tab, all day."""
     state, kb, visitor, backends = shell.state, shell.kb, shell.visitor, shell.backends
     last = gr.State(None)
+    armed = gr.State(0.0)   # when this page started a build: its status file may come seconds later
     timer = gr.Timer(2.0, active=False)
 
-    def refresh(name, who, before):
+    def refresh(name, who, before, armed_at):
         building = tuple(state.building_kbs())
         seen = (name, state.readiness(name), building)
-        tick = gr.Timer(active=bool(building))
+        tick = gr.Timer(active=bool(building) or time.time() - (armed_at or 0.0) < ARM_S)
         if seen == before:
             return (tick,) + (gr.skip(),) * (3 + len(pickers))
         return (tick, seen, backends_for(name), gr.update(choices=state.kb_choices(who)),
                 *(ask.picker_infos(state, name) if pickers else ()))
 
     outputs = [timer, last, backends, kb, *pickers]
-    kb.change(refresh, [kb, visitor, last], outputs, queue=False, show_progress="hidden")
-    timer.tick(refresh, [kb, visitor, last], outputs, queue=False, show_progress="hidden")
+    kb.change(refresh, [kb, visitor, last, armed], outputs, queue=False, show_progress="hidden")
+    timer.tick(refresh, [kb, visitor, last, armed], outputs, queue=False, show_progress="hidden")
     shell.app.load(lambda: gr.Timer(active=bool(state.building_kbs())), None, timer, queue=False,
                    show_progress="hidden")
-    shell.watch_builds = timer
+    # What the Index tab's Build chains first: the timer on, and kept on until the build's status
+    # appears (a big upload is read before the build writes it).
+    shell.watch_builds = (lambda: (gr.Timer(active=True), time.time()), None, [timer, armed])
 
 
 def _backends_line(state: AppState, open_kb) -> str:

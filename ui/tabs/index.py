@@ -178,7 +178,7 @@ def wire(shell) -> None:
         return msg, gr.update(choices=state.kb_choices(who), value=name)
 
     # The header and pickers follow the build's readiness while it runs (ui/app.py `_wire_readiness`).
-    up_btn.click(lambda: gr.Timer(active=True), None, shell.watch_builds, queue=False, show_progress="hidden")
+    up_btn.click(*shell.watch_builds, queue=False, show_progress="hidden")
     up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, up_precision, up_methods,
                          visitor],
                  [up_log, kb], show_progress_on=[up_log],  # under the button, not over the KB picker

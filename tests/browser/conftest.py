@@ -4,7 +4,7 @@ test_app_*.py file. Those files are one unit of work for pytest-xdist (tests/con
 session fixtures are built once per run, on one worker.
 
 The app runs on a test KB: the small MuSiQue slice plus one passage whose title is an HTML
-injection. Screenshots go to $HOPTRACE_SCREENSHOTS (default: a temp folder), never into the
+injection. Screenshots are taken only when $HOPTRACE_SCREENSHOTS names a folder, never into the
 repository."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -24,9 +25,12 @@ from browser.flows import (
 
 
 @pytest.fixture(scope="session")
-def shots(tmp_path_factory) -> Path:
-    """HOPTRACE_SCREENSHOTS, or pytest's own folder (it keeps the last few runs', not every run's)."""
-    d = Path(os.environ.get("HOPTRACE_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+def shots() -> Optional[Path]:
+    """HOPTRACE_SCREENSHOTS, the folder the tests' screenshots go to, or None: then none is taken
+    (`browser.flows.snap`). Set it to look at the pages after a UI change."""
+    if not os.environ.get("HOPTRACE_SCREENSHOTS"):
+        return None
+    d = Path(os.environ["HOPTRACE_SCREENSHOTS"])
     d.mkdir(parents=True, exist_ok=True)
     return d
 

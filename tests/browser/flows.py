@@ -96,3 +96,9 @@ def drawn_pixels(page) -> int:
         let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""")
 
 
+def snap(target, shots, name: str, **kw) -> None:
+    """A screenshot for a person to look at (a page or one element), taken when HOPTRACE_SCREENSHOTS
+    names a folder (`shots`; None otherwise): no check reads them, and a full-page one of a tall page
+    costs Chromium a layout, a paint and a PNG of the whole height."""
+    if shots is not None:
+        target.screenshot(path=str(shots / name), **kw)

@@ -14,6 +14,7 @@ from browser.flows import (
     browser_contexts,
     run_methods,
     set_question,
+    snap,
     tab,
 )
 
@@ -21,10 +22,11 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.mark.starts_on_lab
-def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(page, shots):
+def test_benchmark_tab_repeats_with_a_context_budget_shows_the_trade_off_and_reproduces_a_paper(page, shots):
     """Repetitions and a context budget from the tab: the table gives the spread and stable@5,
     the experiment's view the trade-off table, the verdicts over repetitions and quality
-    against cost a question."""
+    against cost a question. Then, from the same tab, a paper reproduced on three questions (one
+    page for what were two tests: issue 72, the suite's time)."""
     tab(page, "Experiments")
     page.fill("#bench-limit input", "3")
     page.fill("#bench-repeat input", "2")
@@ -40,13 +42,10 @@ def test_benchmark_tab_repeats_with_a_context_budget_and_shows_the_trade_off(pag
     assert "was the same in all 2 repetitions" in page.locator("#exp-summary").inner_text()
     page.wait_for_selector("#exp-tradeoff-plot .js-plotly-plot", timeout=30_000)
     page.locator("#exp-tradeoff-plot").scroll_into_view_if_needed()
-    page.screenshot(path=str(shots / "bench-tradeoff.png"))
+    snap(page, shots, "bench-tradeoff.png")
 
-
-@pytest.mark.starts_on_lab
-def test_benchmark_tab_reproduces_a_paper(page, shots):
-    tab(page, "Experiments")
-    page.fill("#bench-limit input", "3")
+    # A paper reproduced on the same three questions (the reproduction reads the tab's limit).
+    assert page.locator("#bench-limit input").input_value() == "3"
     page.click("#repro-run")
     page.wait_for_function("document.querySelector('#repro-out') && "
                            "document.querySelector('#repro-out').innerText.includes('claims (')", timeout=180_000)
@@ -55,7 +54,7 @@ def test_benchmark_tab_reproduces_a_paper(page, shots):
     # three questions cannot settle a claim: the verdict says so, with the numbers behind it
     assert "inconclusive" in out and "win/tie/loss" in out
     page.wait_for_selector("#repro-plot .js-plotly-plot", timeout=30_000)
-    page.screenshot(path=str(shots / "reproduce.png"), full_page=True)
+    snap(page, shots, "reproduce.png", full_page=True)
 
 
 @pytest.mark.starts_on_lab
@@ -78,7 +77,7 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     for method in ("bm25", "dense", "composed", "griever"):
         assert method in table
     page.wait_for_selector("#bench-latency .js-plotly-plot", timeout=30_000)
-    page.screenshot(path=str(shots / "bench.png"), full_page=True)
+    snap(page, shots, "bench.png", full_page=True)
     summary = page.locator("#exp-summary").inner_text()
     # The view opens on the best method against BM25, the baseline every paper reports.
     assert "B = bm25" in summary and "paired randomization p" in summary
@@ -88,7 +87,7 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
     # Gradio's table draws its rows as role=row elements (a hidden <tbody> only measures widths)
     page.wait_for_function("document.querySelectorAll('#exp-rows [role=row][data-index]').length === 4",
                            timeout=30_000)
-    page.screenshot(path=str(shots / "experiment.png"), full_page=True)
+    snap(page, shots, "experiment.png", full_page=True)
     exp_id = page.locator("#exp-summary code").inner_text().strip()
     assert len(exp_id) == 32
     question = page.locator("#exp-rows [data-testid=cell-0-1]").inner_text().strip()
@@ -100,7 +99,7 @@ def test_an_experiment_drills_down_to_two_stored_runs_side_by_side(page, app_url
         assert page.locator(f"#columns .ht-col[data-method='{m}'] table.ht-ranking").count() == 1
     assert page.locator("#question textarea").input_value().strip() == question
     assert "gold found:" in page.locator("#columns").inner_text()
-    page.screenshot(path=str(shots / "experiment-drilldown.png"), full_page=True)
+    snap(page, shots, "experiment-drilldown.png", full_page=True)
     # the row opened the Ask page (ui/pages.py); Back returns to the experiment
     assert page.evaluate("location.pathname") == "/"
     page.go_back(wait_until="domcontentloaded")
@@ -153,7 +152,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
             assert col in board, col
         empty = page.evaluate(EMPTY_PANELS_JS)
         height = page.evaluate("document.documentElement.scrollHeight")
-        page.screenshot(path=str(shots / "lab-first-view.png"), full_page=True)
+        snap(page, shots, "lab-first-view.png", full_page=True)
         print(f"lab: page ready {to_ready:.2f} s, leaderboard {to_board:.2f} s, every plot {to_plots:.2f} s, "
               f"{empty} empty panels, page {height} px")
         assert empty == 0
@@ -198,7 +197,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         page.wait_for_function(f"document.querySelector('#exp-summary').innerText.includes('{later_id}')",
                                timeout=60_000)
         assert "griever" not in page.locator("#exp-leaderboard").inner_text()
-        page.screenshot(path=str(shots / "lab-from-table.png"), full_page=True)
+        snap(page, shots, "lab-from-table.png", full_page=True)
         # Compared with the shipped one: each shared method's change, its interval and paired test.
         page.locator("#exp-against input").click()
         page.get_by_role("option", name=re.compile(shipped_id[:12])).first.click()
@@ -208,7 +207,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         assert "bm25" in across and "composed" in across and "change [95 % CI]" in across
         assert "griever" in across   # named as in one experiment only
         page.locator("#exp-across").scroll_into_view_if_needed()
-        page.screenshot(path=str(shots / "lab-two-compared.png"))
+        snap(page, shots, "lab-two-compared.png")
         page.click("#exp-report-run")
         page.wait_for_selector("#exp-report a", timeout=60_000)
         assert ".html" in page.locator("#exp-report").inner_text()
@@ -220,7 +219,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         page.wait_for_selector("#experiment-banner", timeout=60_000)
         page.frame_locator("#graph iframe").locator("canvas").first.wait_for(timeout=60_000)
         assert page.evaluate("location.pathname") == "/" and page.locator("#columns .ht-col").count() == 2
-        page.screenshot(path=str(shots / "lab-question-in-ask.png"))
+        snap(page, shots, "lab-question-in-ask.png")
         assert dialogs == []
 
 
@@ -244,7 +243,7 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
     from retrieval.kb.embed import default_precision  # the Encoder radio's "default": bf16 where the CPU has it
 
     assert f"encoder {'torch' if default_precision() == 'bf16' else 'onnxruntime'} {default_precision()} ×" in log
-    page.screenshot(path=str(shots / "index.png"), full_page=True)
+    snap(page, shots, "index.png", full_page=True)
     # the log's link opens the Ask page on the new KB, in a tab of its own (the lab page stays)
     with page.context.expect_page() as opened:
         page.locator("#up-log a", has_text="Ask it").click()
@@ -312,7 +311,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     total = int(progress.split("/")[1].split()[0])
     assert page.locator("#judge-hidden").count() == 1 and page.locator("#judge-reveal").count() == 0
     assert "retrieved by" not in page.locator("#judge-pair").inner_text()
-    page.screenshot(path=str(shots / "judge-before.png"), full_page=True)
+    snap(page, shots, "judge-before.png", full_page=True)
     first = page.locator("#judge-passage").inner_text()
     page.locator("body").click(position={"x": 5, "y": 5})
     page.keyboard.press("2")
@@ -332,7 +331,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
                                f"document.querySelector('#judge-where').innerText !== {where!r}", timeout=30_000)
     page.wait_for_function("document.querySelector('#judge-reveal') !== null", timeout=30_000)
     assert "your grade 3" in page.locator("#judge-reveal").inner_text()
-    page.screenshot(path=str(shots / "judge-after.png"), full_page=True)
+    snap(page, shots, "judge-after.png", full_page=True)
     page.click("#judge-back")
     page.wait_for_function("document.querySelector('#judge-passage').innerText === "
                            f"{first!r}", timeout=30_000)
@@ -346,7 +345,7 @@ def test_questions_without_gold_are_benched_pooled_graded_by_hand_and_compared(p
     page.wait_for_selector("#exp-means-plot .js-plotly-plot", timeout=30_000)
     page.wait_for_timeout(1500)
     assert page.locator("#bench-set input").input_value() == "mine"   # viewing an experiment keeps the set
-    page.screenshot(path=str(shots / "judge-compare.png"), full_page=True)
+    snap(page, shots, "judge-compare.png", full_page=True)
 
 
 FICTION = [
@@ -391,7 +390,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
     page.wait_for_function("document.querySelector('#gen-question') !== null", timeout=60_000)
     view = page.locator("#gen-view").inner_text()
     assert "Hop 1:" in view and "Hop 2:" in view and "template:" in view
-    page.screenshot(path=str(shots / "generate.png"), full_page=True)
+    snap(page, shots, "generate.png", full_page=True)
     # an edit kept: the first question reworded
     page.fill("#gen-edit-q textarea", "Where was the designer of a bridge in this corpus born?")
     page.click("#gen-save")
@@ -409,7 +408,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
                            timeout=60_000)
     page.wait_for_function("document.querySelector('#gen-view').innerText.includes('dropped by a person')",
                            timeout=60_000)
-    page.screenshot(path=str(shots / "generate-review.png"), full_page=True)
+    snap(page, shots, "generate-review.png", full_page=True)
     # bench two methods on the kept questions: gold exists, so recall is measured
     tab(page, "Experiments")
     assert page.locator("#bench-set input").input_value() == "gen_fiction"
@@ -425,7 +424,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
                            timeout=60_000)
     summary = page.locator("#exp-summary").inner_text()
     assert "recall@5" in summary and "bm25" in summary and "dense" in summary
-    page.screenshot(path=str(shots / "generate-bench.png"), full_page=True)
+    snap(page, shots, "generate-bench.png", full_page=True)
 
 
 @pytest.mark.starts_on_lab
@@ -473,6 +472,6 @@ def test_grading_in_queue_order_updates_the_settled_and_open_verdicts(page, tmp_
     assert after < before, (before, after)
     text = page.locator("#judge-verdicts").inner_text()
     assert "Verdicts at p@5" in text and "settled by your grades" in text
-    page.screenshot(path=str(shots / "judge-queue-30.png"), full_page=True)
+    snap(page, shots, "judge-queue-30.png", full_page=True)
 
 

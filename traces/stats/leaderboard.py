@@ -57,7 +57,7 @@ class Leaderboard:
 
     def text(self) -> str:
         head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question", f"$ at {NAMED_MODEL}"]
-        body = [[r.method + (" (stale)" if r.stale else "")] + [_fmt(r.cells.get(c), d) for c, _, d in COLUMNS]
+        body = [[r.method + (" (stale)" if r.stale else "")] + [cell_text(r.cells.get(c), d) for c, _, d in COLUMNS]
                 + [r.usd, named_text(r.usd_named)] for r in self.rows]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
         line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths))  # noqa: E731
@@ -75,7 +75,8 @@ def _named_price():
     return price_for(NAMED_MODEL)
 
 
-def _fmt(v, digits) -> str:
+def cell_text(v, digits) -> str:
+    """A leaderboard cell as both the page and the printed table show it (None: a dash)."""
     if v is None:
         return "–"
     return str(int(v)) if digits is None else f"{v:.{digits}f}"

@@ -44,6 +44,7 @@ def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monke
     """A scripted calibration (a test double of the timed workload): a single slow reading after a
     block is retaken and the fastest counts; one that stays slow through every retake is load."""
     monkeypatch.setattr(idle, "SETTLE_S", 0.0)
+    monkeypatch.setattr(idle, "settle_own", lambda *a, **k: 0.0)   # tested on its own below
     for readings, verdict, after in (([20.0, 36.0, 21.0], "idle", 21.0),
                                      ([20.0, 36.0, 35.0, 34.0, 33.0], "under load", 33.0)):
         it = iter(readings)
@@ -53,6 +54,34 @@ def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monke
         assert w.conditions.calibration_ms == (20.0, after)
         assert w.conditions.verdict == verdict, w.conditions.reasons
         assert next(it, None) is None   # every retake was taken, and no more
+    # Against the machine's reference (its earlier sittings): a slow first reading before is retaken;
+    # a host slower in every retake is named, as two same-named EPYCs at 34 and 67 ms were not.
+    for readings, verdict, before in (([40.0, 21.0, 21.0], "idle", 21.0),
+                                      ([40.0, 39.0, 38.0, 37.0, 37.0], "under load", 37.0)):
+        it = iter(readings)
+        monkeypatch.setattr(idle, "calibrate", lambda it=it: next(it))
+        with idle.Watch(interval_s=0.1, check_load=False, reference_ms=20.0) as w:
+            pass
+        assert w.conditions.calibration_ms == (before, before) and w.conditions.verdict == verdict
+        assert next(it, None) is None
+    assert "1.85x this machine's reference of 20.0 ms" in w.conditions.reasons[0], w.conditions.reasons
+    sittings = [{"machine": "A", "calibration_ms": [[33.6, 33.3], [44.0, 33.5]]},
+                {"machine": "A", "calibration_ms": [[66.8, 34.0], [43.3, 51.5]]},
+                {"machine": "B", "calibration_ms": [[10.0, 11.0]]}]
+    assert idle.machine_reference_ms(sittings, "A") == 38.65 and idle.machine_reference_ms(sittings, "C") is None
+
+
+def test_a_calibration_waits_for_our_own_busy_child_to_finish():
+    """The embedded model's server restarting before a unit is our own child: not others' load, but
+    a calibration timed beside it read 2x. settle_own waits it out, and returns at once when quiet."""
+    quiet = idle.settle_own(max_s=5.0)
+    child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
+    try:
+        time.sleep(0.2)
+        waited = idle.settle_own(max_s=10.0)
+    finally:
+        child.wait(timeout=10)
+    assert quiet < 1.0 and 1.0 <= waited < 5.0, (quiet, waited)
 
 
 @pytest.mark.alone

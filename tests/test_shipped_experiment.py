@@ -194,6 +194,36 @@ def test_the_leaderboard_bolds_the_best_among_rows_on_the_same_questions(monkeyp
     assert html.index("on 100 questions each") < html.index("on 50 questions<") < html.index("on 20 questions")
     assert "among the rows on the same questions" in html
 
+def test_runs_resumed_on_another_machine_are_scored_and_their_times_kept_apart():
+    """A sitting resumed on another machine adds its questions to the scores; the time columns read
+    the experiment's own machine only, and the row says where its other runs were and what they took."""
+    from types import SimpleNamespace
+
+    from retrieval.bench.runner import QuestionResult, summarise
+    from traces.stats import leaderboard
+    from traces.storage import recording
+    from ui import evidence
+
+    a, b = "AMD EPYC · 2 cores · avx2", "Intel Xeon · 2 cores · avx512"
+    # Rows stored before rows named their machine ("") are the experiment's own machine's.
+    rows = [QuestionResult(f"q{i}", "m", 10, ["g"], ["g"], 1000.0 if i < 3 else 300.0, 0, 0, "ok",
+                           machine="" if i < 2 else a if i < 3 else b) for i in range(5)]
+    exp = SimpleNamespace(machine=a, ks=[5, 10], kb="demo", n_questions=5, llm="embedded", code_version="abc",
+                          methods=["m"], status="done",
+                          spec={"sittings": [{"machine": a, "verdict": "idle"}, {"machine": b, "verdict": "idle"}]})
+    s = {**summarise({k: rows for k in exp.ks}), "questions": 5}
+    recording._time_on_one_machine(s, rows, exp)
+    assert s["recall@5"] == 1.0 and s["latency_ms_p50"] == 1000.0 and s["timed_questions"] == 3
+    assert s["timed_elsewhere"] == {b: {"questions": 2, "latency_ms_p50": 300.0, "cpu_s_per_question": None}}
+    exp.summary = {"methods": {"m": s}}
+    board = leaderboard.build(exp)
+    assert board.rows[0].cells["s / question (p50)"] == 1.0 and "1.0*" in board.text()
+    assert f"times on {a}, idle (runs also on {b}: scored, their times kept apart, marked *)" in board.setting
+    assert f"* m: times over its 3 of 5 questions run on {a}; 2 on {b} (p50 0.3 s) are scored" in board.text()
+    html = evidence.leaderboard_html(exp)
+    assert "1.0<sup class='ht-apart' title='m: times over its 3 of 5" in html
+
+
 def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
     from ui import evidence
 

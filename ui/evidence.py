@@ -392,7 +392,7 @@ def _fingerprint(method: str) -> str:
 
 def leaderboard_html(exp: Experiment) -> str:
     """One row a method, best of each column in bold, a stale method labelled, the shared setting once."""
-    from traces.stats.leaderboard import COLUMNS, NAMED_MODEL, build, cell_text, named_text
+    from traces.stats.leaderboard import COLUMNS, NAMED_MODEL, TIMED_APART_MARK, build, cell_text, is_time, named_text
 
     board = build(exp, {m: _fingerprint(m) for m in exp.methods})
     if not board.rows:
@@ -411,7 +411,9 @@ def leaderboard_html(exp: Experiment) -> str:
             cells = []
             for c, _, digits in COLUMNS:
                 v = r.cells.get(c)
-                text = cell_text(v, digits)
+                text = esc(cell_text(v, digits))
+                if r.timed_apart and is_time(c):
+                    text += f"<sup class='ht-apart' title='{esc(r.timed_apart)}'>{TIMED_APART_MARK}</sup>"
                 cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
             stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
             # An ablation's name (griever_no_shortlist) breaks at its underscores, not mid-word

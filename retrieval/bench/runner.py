@@ -54,6 +54,7 @@ class QuestionResult:
     usd: Optional[float] = None       # the run's cost (retrieval/llm/prices.py); None = price unknown
     cpu_s: Optional[float] = None     # the embedded model's runs: CPU seconds, this process and the model's
     budget_fit: Optional[int] = None  # --budget T: how many of `ranked` fit in T tokens of the reader's context
+    machine: str = ""                 # the run's machine (cpu.describe()); "" = its experiment's (rows made before)
 
 
 @dataclass
@@ -352,7 +353,7 @@ def bench_plan(instances: dict, ks: Sequence[int], protocol: str) -> dict[str, l
 
 def _row(q: Question, label: str, k: int, run, with_answer: bool, weights: dict[str, float]) -> QuestionResult:
     row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
-                         run.tokens_in, run.tokens_out, run.status, run.error)
+                         run.tokens_in, run.tokens_out, run.status, run.error, machine=run.machine)
     shared = [st for st in run.stages if st.name == "answer"]
     row.answer_ms = sum(st.latency_ms for st in shared)
     row.answer_tokens = sum(st.tokens_in + st.tokens_out for st in shared)

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core import idle
+from ..core import cpu, idle
 from ..core.errors import ConfigError
 from .common import _context, _llm_args
 
@@ -156,6 +156,12 @@ def cmd_record_experiment(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
         exp = recording.start(experiments, ctx, args.kb, questions, methods, min(args.llm_questions, len(questions)))
         print(f"new experiment {exp.id[:12]}: {len(methods)} methods, {len(questions)} questions", file=sys.stderr)
+    reference = idle.machine_reference_ms(exp.spec.get("sittings", []), cpu.describe())
+    slow = [r for r in idle.check_before(check_load=False, reference_ms=reference) if "reference" in r]
+    if slow and not args.allow_load:
+        raise ConfigError(f"{slow[0]}: its latencies would not compare with the ones recorded before. "
+                          "Record on another machine, or pass --allow-load to try anyway (a slow unit is "
+                          "still recorded again)")
     ctx.warm()
 
     def wait_idle() -> None:

@@ -36,6 +36,17 @@ SETTLE_S = 1.0
 # lasts (a test suite, a second benchmark) still reads slow in every retake.
 CALIBRATION_RETAKES = 3
 RETAKE_PAUSE_S = 3.0
+# A calibration before a unit that reads over this ratio of the machine's reference (the median of
+# the experiment's earlier calibrations on a machine of the same name) counts as a slower host: two
+# hosts both called "AMD EPYC · 2 cores · avx2" calibrated at 34 and 67 ms, and their latencies
+# would have sat in one column.
+SPEED_MAX_RATIO = 1.25
+# Our own process tree (the model server restarting or finishing a reply) quiet below this share of
+# one core before a calibration is timed, waited for at most OWN_SETTLE_MAX_S: a calibration timed
+# while the embedded model's server loaded its weights read 66 ms against 34 ms a minute later.
+# Not lower: the watch's own reads of /proc keep our process at 6-10 % of a core while it samples.
+OWN_QUIET = 0.2
+OWN_SETTLE_MAX_S = 30.0
 # The shortest window sampled: with 100 clock ticks a second, one stray tick in it is 2 % of two cores.
 MIN_WINDOW_S = 0.25
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -85,6 +96,23 @@ def _proc_table() -> Optional[dict[int, tuple[int, int]]]:
     return out
 
 
+def settle_own(max_s: float = OWN_SETTLE_MAX_S, window_s: float = MIN_WINDOW_S) -> float:
+    """Wait until our own process tree uses under OWN_QUIET of a core (at most `max_s`); the seconds
+    waited. Where /proc cannot be read, no wait."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < max_s:
+        before = _proc_table()
+        time.sleep(window_s)
+        after = _proc_table()
+        if before is None or after is None:
+            break
+        mine = _own_tree(after) | _own_tree(before)
+        used = sum(t - before.get(pid, (0, 0))[1] for pid, (_, t) in after.items() if pid in mine)
+        if used / _TICK / window_s < OWN_QUIET:
+            break
+    return time.monotonic() - t0
+
+
 def _own_tree(table: dict[int, tuple[int, int]]) -> set[int]:
     mine, grew = {os.getpid()}, True
     while grew:
@@ -98,8 +126,10 @@ class Watch:
     """Samples other processes' CPU time while a block runs: `with Watch() as w: ...` then
     `w.conditions` (read after the block)."""
 
-    def __init__(self, interval_s: float = 2.0, check_load: bool = True):
+    def __init__(self, interval_s: float = 2.0, check_load: bool = True, reference_ms: Optional[float] = None):
         self.interval_s = interval_s
+        # The machine's usual calibration (machine_reference_ms()), or None on a machine not seen before.
+        self.reference_ms = reference_ms
         # False inside a long recording: the load average then counts the recording's own work.
         self.check_load = check_load
         self.samples: list[float] = []        # others' share of all cores, per interval
@@ -113,8 +143,21 @@ class Watch:
         # own child, not counted): a block shorter than one interval is still watched.
         self._thread = threading.Thread(target=self._loop, name="idle-watch", daemon=True)
         self._thread.start()
-        self._calib = calibrate()
+        self._calib = self._calibrate_before()
         return self
+
+    def _calibrate_before(self) -> float:
+        """The calibration before the block, timed once our own tree is quiet, and retaken while it
+        reads slower than the machine's reference (the fastest counts)."""
+        settle_own()
+        before = calibrate()
+        for _ in range(CALIBRATION_RETAKES if self.reference_ms else 0):
+            if not _slower_host(self.reference_ms, before):
+                break
+            time.sleep(RETAKE_PAUSE_S)
+            settle_own()
+            before = min(before, calibrate())
+        return before
 
     def _loop(self) -> None:
         prev, t_prev = _proc_table(), time.monotonic()
@@ -145,10 +188,12 @@ class Watch:
         # A moment's pause first: right after a recording's last request the model server's own
         # threads still spin down, and a calibration timed then read 1.6x on a quiet machine.
         time.sleep(SETTLE_S)
-        self.conditions = judge(self._load, self._calib, self._calibrate_after(), self.samples)
+        self.conditions = judge(self._load, self._calib, self._calibrate_after(), self.samples,
+                                reference_ms=self.reference_ms)
 
     def _calibrate_after(self) -> float:
         """The calibration after the block, retaken while it reads over the ratio (the fastest counts)."""
+        settle_own()
         after = calibrate()
         if self.samples and max(self.samples) > OTHERS_MAX:
             return after   # under load already: a retake would change no verdict
@@ -156,6 +201,7 @@ class Watch:
             if not _slowed(self._calib, after):
                 break
             time.sleep(RETAKE_PAUSE_S)
+            settle_own()
             after = min(after, calibrate())
         return after
 
@@ -193,8 +239,23 @@ def _slowed(before: float, after: float) -> bool:
     return before > 0 and after > 0 and after / before > CALIBRATION_MAX_RATIO
 
 
+def _slower_host(reference: Optional[float], before: float) -> bool:
+    """The calibration before read more than SPEED_MAX_RATIO times the machine's reference."""
+    return bool(reference) and before > 0 and before / reference > SPEED_MAX_RATIO
+
+
+def machine_reference_ms(sittings: list[dict], machine: str) -> Optional[float]:
+    """A machine's usual calibration: the median of the calibrations that a recording's earlier
+    sittings on a machine of this name kept (before and after, first and last unit), or None."""
+    import statistics
+
+    vals = [c for s in sittings if s.get("machine") == machine for pair in s.get("calibration_ms", [])
+            for c in pair if c and c > 0]
+    return round(statistics.median(vals), 2) if vals else None
+
+
 def judge(load1: Optional[float], calib_before: float, calib_after: float, samples: list[float],
-          cores: Optional[int] = None) -> Conditions:
+          cores: Optional[int] = None, reference_ms: Optional[float] = None) -> Conditions:
     """The verdict from the readings: each threshold crossed is a reason."""
     cores = cores or os.cpu_count() or 1
     reasons = []
@@ -204,16 +265,20 @@ def judge(load1: Optional[float], calib_before: float, calib_after: float, sampl
         reasons.append(f"other processes took up to {max(samples):.0%} of the CPU")
     if _slowed(calib_before, calib_after):
         reasons.append(f"the calibration took {calib_after / calib_before:.2f}x as long after as before")
+    if _slower_host(reference_ms, calib_before):
+        reasons.append(f"the calibration read {calib_before:.1f} ms, {calib_before / reference_ms:.2f}x this "
+                       f"machine's reference of {reference_ms:.1f} ms: a slower host under the same name")
     return Conditions(cpu.describe(), load1, (calib_before, calib_after),
                       round(max(samples), 3) if samples else None,
                       round(sum(samples) / len(samples), 3) if samples else None,
                       "under load" if reasons else "idle", reasons)
 
 
-def check_before(check_load: bool = True) -> list[str]:
-    """Why this machine is not idle now (empty when it is): the load average and a short look at
-    other processes' CPU, so a recording can refuse before it spends an hour."""
-    w = Watch(interval_s=1.0, check_load=check_load)
+def check_before(check_load: bool = True, reference_ms: Optional[float] = None) -> list[str]:
+    """Why this machine is not idle now (empty when it is): the load average, a short look at
+    other processes' CPU and, given the machine's reference, its speed, so a recording can refuse
+    before it spends an hour."""
+    w = Watch(interval_s=1.0, check_load=check_load, reference_ms=reference_ms)
     with w:
         time.sleep(2.2)
     return w.conditions.reasons if w.conditions else []

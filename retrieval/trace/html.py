@@ -39,6 +39,7 @@ CSS = """
 table.ht-table td,table.ht-table th{border:0!important;border-bottom:1px solid #e4e4e7!important;
   padding:1px 4px!important;text-align:left;overflow-wrap:break-word;line-height:1.35}
 table.ht-table tr.ht-group td{background:#f4f4f5;color:#3f3f46;font-weight:600;padding-top:4px!important}
+sup.ht-apart{cursor:help;color:#b45309;font-weight:700}
 .ht-gold{background:#fef3c7}
 td.ht-pick{cursor:pointer;color:#1d4ed8}
 td.ht-pick:hover{background:#eff6ff}

@@ -16,6 +16,8 @@ from retrieval.core.money import usd_text
 COLUMNS = (("questions", "questions", None), ("recall@5", "recall@5", 3), ("recall@10", "recall@10", 3),
            ("EM", "em", 3), ("F1", "f1", 3), ("stable@5", "stable@5", 2), ("s / question (p50)", "latency_ms_p50", 1),
            ("CPU s / question", "cpu_s_per_question", 1), ("tokens / question", "tokens_per_question", 0))
+TIME_COLUMNS = ("s / question (p50)", "CPU s / question")
+TIMED_APART_MARK = "*"
 PRICE_NOTE = "the embedded model on this machine costs $0; an endpoint's runs are priced with genai-prices"
 # What the same tokens would cost at a hosted model's price: a figure a reader can compare across
 # setups, where the embedded model's $0 says nothing.
@@ -29,6 +31,7 @@ class Row:
     usd: str
     stale: str = ""              # why its runs are not this code's, or ""
     usd_named: Optional[float] = None   # the same tokens at NAMED_MODEL's price
+    timed_apart: str = ""        # some of its runs were on another machine: what its time cells read, or ""
 
 
 @dataclass
@@ -57,12 +60,29 @@ class Leaderboard:
 
     def text(self) -> str:
         head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question", f"$ at {NAMED_MODEL}"]
-        body = [[r.method + (" (stale)" if r.stale else "")] + [cell_text(r.cells.get(c), d) for c, _, d in COLUMNS]
+        body = [[r.method + (" (stale)" if r.stale else "")]
+                + [cell_text(r.cells.get(c), d) + (TIMED_APART_MARK if r.timed_apart and is_time(c) else "")
+                   for c, _, d in COLUMNS]
                 + [r.usd, named_text(r.usd_named)] for r in self.rows]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
         line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths))  # noqa: E731
         return "\n".join([self.setting, line(head), line(["-" * w for w in widths])] + [line(b) for b in body]
                          + self.notes)
+
+
+def is_time(column: str) -> bool:
+    return column in TIME_COLUMNS
+
+
+def timed_apart_text(method: str, s: dict, machine: str) -> str:
+    """What a row's time cells read when some of its runs were on another machine (their times kept
+    apart by traces/storage/recording.py), and those runs' own times, never compared here."""
+    n = s.get("questions")
+    parts = [f"{q['questions']} on {where}" + (f" (p50 {q['latency_ms_p50'] / 1000:.1f} s)"
+                                               if q.get("latency_ms_p50") is not None else "")
+             for where, q in sorted(s["timed_elsewhere"].items())]
+    return (f"{method}: times over its {s.get('timed_questions', 0)} of {n} questions run on {machine}; "
+            f"{'; '.join(parts)} are scored, their times not compared")
 
 
 def named_text(usd: Optional[float]) -> str:
@@ -104,11 +124,13 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         runs = max(1, int(cells["questions"] or 1) * repeat)
         named = (price.usd(s.get("tokens_in", 0) / runs, s.get("tokens_out", 0) / runs)
                  if price is not None and s.get("tokens_in") is not None else None)
-        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named))
+        apart = timed_apart_text(m, s, exp.machine) if s.get("timed_elsewhere") else ""
+        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named, apart))
     # Rows on the same questions together (most questions first), each group by recall@5.
     rows.sort(key=lambda r: (-(r.cells.get("questions") or 0), -(r.cells.get("recall@5") or 0)))
     notes = []
     if rows:
+        notes += [f"{TIMED_APART_MARK} {r.timed_apart}" for r in rows if r.timed_apart]
         notes.append(f"$: {PRICE_NOTE}")
         if price is not None:
             notes.append(f"$ at {NAMED_MODEL}: the same tokens at its price (${price.input_per_mtok:g} in, "
@@ -133,11 +155,14 @@ def setting_line(exp) -> str:
     args = exp.spec.get("args", {})
     sittings = exp.spec.get("sittings", [])
     where = exp.machine or "a machine not recorded"
-    machines = sorted({s["machine"] for s in sittings}) if sittings else [where]
+    others = sorted({s["machine"] for s in sittings} - {where})
     loads = {s.get("verdict") for s in sittings}
     load = ("idle" if loads == {"idle"} else "partly under load") if sittings else ""
-    timed = (f"times on {machines[0]}" + (f", {load}" if load else "") if len(machines) == 1
-             else f"times on {len(machines)} machines ({'; '.join(machines)}): compare them within one machine")
+    # Times compare within one machine only: the experiment's own; runs resumed elsewhere are
+    # scored and their times kept apart (traces/storage/recording.py), marked per row.
+    timed = (f"times on {where}" + (f", {load}" if load else "")
+             + (f" (runs also on {'; '.join(others)}: scored, their times kept apart, marked {TIMED_APART_MARK})"
+                if others and exp.machine else ""))
     llm_n = args.get("llm_questions")
     qs = f"{exp.n_questions} questions" + (f" ({llm_n} for the LLM methods)" if llm_n and llm_n < exp.n_questions
                                            else "")

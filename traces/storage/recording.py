@@ -40,6 +40,8 @@ KS = (5, 10)
 REPEAT = 1
 LLM_REPETITIONS = 2
 WATCH_INTERVAL_S = 2.0
+# A summary's figures that are times: read only on the experiment's own machine (_time_on_one_machine).
+TIME_KEYS = ("latency_ms", "cpu_s", "retrieval_ms", "answer_ms")
 
 
 def uses_llm(method: str) -> bool:
@@ -164,6 +166,7 @@ def summary(experiments: Experiments, exp: Experiment) -> dict:
         first = [r for r in rs if r.rep == 1]
         s = summarise({k: first for k in exp.ks})
         s["questions"] = len({r.question_id for r in first})
+        _time_on_one_machine(s, first, exp)
         twice = {r.question_id for r in rs if r.rep > 1}
         if twice:
             both = [r for r in rs if r.question_id in twice]
@@ -172,6 +175,31 @@ def summary(experiments: Experiments, exp: Experiment) -> dict:
             s["stable_questions"] = len(twice)
         methods[m] = s
     return {"kb": exp.kb, "n_questions": exp.n_questions, "protocol": "slice", "ks": exp.ks, "methods": methods}
+
+
+def _is_time(key: str) -> bool:
+    return key.startswith(TIME_KEYS)
+
+
+def _time_on_one_machine(s: dict, first: list[QuestionResult], exp: Experiment) -> None:
+    """Scores read every question, times only the runs on the experiment's own machine: a sitting
+    resumed on another machine (same-named hosts differ 2x, other CPUs more) adds questions to the
+    scores, and its times are kept apart (`timed_elsewhere`), so the seconds in one column were
+    all taken on one machine."""
+    ref = exp.machine
+    here = [r for r in first if (r.machine or ref) == ref]
+    if not ref or len(here) == len(first):
+        return
+    timed = summarise({k: here for k in exp.ks}) if here else {}
+    for key in [k for k in s if _is_time(k)]:
+        s[key] = timed.get(key)
+    s["timed_questions"] = len({r.question_id for r in here})
+    for machine in sorted({r.machine for r in first if (r.machine or ref) != ref}):
+        theirs = [r for r in first if r.machine == machine]
+        t = summarise({k: theirs for k in exp.ks})
+        s.setdefault("timed_elsewhere", {})[machine] = {
+            "questions": len({r.question_id for r in theirs}),
+            **{key: t.get(key) for key in ("latency_ms_p50", "cpu_s_per_question")}}
 
 
 def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Sequence[Question], minutes: float,
@@ -183,8 +211,11 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
     at most twice; then it stays out of this sitting. `watch` makes each unit's watch (the
     load average is judged once, at the sitting's start, by the CLI: after the first unit it
     counts this recording's own work)."""
-    watch = watch or (lambda: idle.Watch(WATCH_INTERVAL_S, check_load=False))
     sitting = Sitting(time.time(), cpu.describe(), minutes)
+    # This machine's usual speed from the earlier sittings on one of its name: a slower host under
+    # the same name is a disturbance like another tenant (retrieval/core/idle.py SPEED_MAX_RATIO).
+    reference = idle.machine_reference_ms(exp.spec.get("sittings", []), sitting.machine)
+    watch = watch or (lambda: idle.Watch(WATCH_INTERVAL_S, check_load=False, reference_ms=reference))
     store = experiments.sink(exp)
 
     def sink(q, label, k, run, row) -> None:
@@ -240,6 +271,19 @@ def close_sitting(experiments: Experiments, exp: Experiment, sitting: Sitting, q
     return complete
 
 
+def _conditions_on(machine: str, exp: Experiment) -> dict:
+    """The showcase's conditions for runs taken on `machine`: its sittings' figures only, so runs
+    from the experiment's first machine are not labelled with a later sitting's."""
+    sittings = [s for s in exp.spec.get("sittings", []) if s.get("machine") == machine]
+    others = [s["others_cpu_max"] for s in sittings if s.get("others_cpu_max") is not None]
+    calib = [c for s in sittings for c in s.get("calibration_ms", [])]
+    return {"machine": machine, "load1_before": None,
+            "calibration_ms": [calib[0][0], calib[-1][1]] if calib else [0.0, 0.0],
+            "others_cpu_max": max(others) if others else None, "others_cpu_mean": None,
+            "verdict": "idle" if all(s.get("verdict") == "idle" for s in sittings) else "under load",
+            "reasons": []}
+
+
 def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
     """One recording serves both views: each showcase method whose runs on every showcase question
     are in the experiment gets those very runs in the showcase file (retrieval/showcase.py), with
@@ -254,21 +298,14 @@ def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
     doc = showcase._read(path)
     by_text = {q["text"]: q["id"] for q in exp.questions}
     have: dict[tuple[str, str], str] = {(e["question_id"], e["method"]): e["run_id"] for e in experiments.entries(exp)}
-    sittings = exp.spec.get("sittings", [])
-    others = [s["others_cpu_max"] for s in sittings if s.get("others_cpu_max") is not None]
-    calib = [c for s in sittings for c in s.get("calibration_ms", [])]
-    conditions = {"machine": sittings[-1]["machine"] if sittings else exp.machine, "load1_before": None,
-                  "calibration_ms": [calib[0][0], calib[-1][1]] if calib else [0.0, 0.0],
-                  "others_cpu_max": max(others) if others else None, "others_cpu_mean": None,
-                  "verdict": "idle" if all(s.get("verdict") == "idle" for s in sittings) else "under load",
-                  "reasons": []}
     taken = []
     for m in doc["methods"]:
         ids = [have.get((by_text.get(it["question"], ""), m)) for it in doc["items"]]
         if m not in exp.methods or not all(ids):
             continue
-        for it, rid in zip(doc["items"], ids):
-            run, _ = experiments.traces.load_run(rid)
+        runs = [experiments.traces.load_run(rid)[0] for rid in ids]
+        conditions = _conditions_on(sorted({r.machine or exp.machine for r in runs})[0], exp)
+        for it, run in zip(doc["items"], runs):
             # A kept run was measured idle (a disturbed unit is discarded whole); runs stored before
             # the sink marked them say so here.
             run.load = run.load or conditions["verdict"]

@@ -26,13 +26,16 @@ def _app(*middleware):
 
 def test_the_script_goes_into_the_pages_html_after_its_base_and_nowhere_else():
     script = early_map.head(True)
-    client = _app(Middleware(early_map.HeadMiddleware, script=script))
+    client = _app(Middleware(early_map.HeadMiddleware, scripts={"/": script, "/other": "<script>1</script>",
+                                                                "/json": ""}))
     page = client.get("/")
     assert page.status_code == 200
     # after <base> (relative URLs resolve as Gradio's do), before any stylesheet (a script waits for those)
     assert page.text == PAGE.replace("<base href='./' />", "<base href='./' />" + script)
     assert int(page.headers["content-length"]) == len(page.content)
-    assert client.get("/other").text == PAGE                      # another route's HTML
+    # each route its own script, put in once
+    assert client.get("/other").text == PAGE.replace("<base href='./' />", "<base href='./' /><script>1</script>")
+    assert client.get("/elsewhere").text == "from the app"        # a route without a script
     assert client.get("/json").json() == {"head": "<base href='./'>"}   # not HTML
     assert client.post("/").status_code == 405                  # not a GET: untouched, refused by the app
 

@@ -158,17 +158,22 @@ def _wire_arrival(shell, pickers: list) -> Callable:
         except HopTraceError as e:
             return f"<span class='ht-err'>{render.esc(e)}</span>"
 
+    timer = _wire_readiness(shell, backends_for, pickers)
+
+    def header(name):
+        """The header, and the readiness timer on only if a build is alive: one request at arrival."""
+        return backends_for(name), gr.Timer(active=bool(state.building_kbs()))
+
     # No progress shown while they wait for the first map: the header would look busy for it.
-    app.load(backends_for, kb, backends, js=render.FIRST_VIEW_GATE, show_progress="hidden")
+    app.load(header, kb, [backends, timer], js=render.FIRST_VIEW_GATE, show_progress="hidden")
     app.load(about_for, kb, shell.about, js=render.FIRST_VIEW_GATE, show_progress="hidden")
-    _wire_readiness(shell, backends_for, pickers)
     return backends_for
 
 
 ARM_S = 60.0   # how long a page that started a build polls before the build's status shows up
 
 
-def _wire_readiness(shell, backends_for, pickers: list) -> None:
+def _wire_readiness(shell, backends_for, pickers: list) -> gr.Timer:
     """While a build makes a KB, the header, the KB list and the method pickers say each method's
     state ("griever: ready in ~40 s"), refreshed every two seconds; nothing is sent when nothing
     changed.
@@ -183,21 +188,25 @@ def _wire_readiness(shell, backends_for, pickers: list) -> None:
 
     def refresh(name, who, before, armed_at):
         building = tuple(state.building_kbs())
+        if building:
+            armed_at = 0.0   # the build's status is seen: from here it keeps the timer on, until it ends
         seen = (name, state.readiness(name), building)
         tick = gr.Timer(active=bool(building) or time.time() - (armed_at or 0.0) < ARM_S)
         if seen == before:
-            return (tick,) + (gr.skip(),) * (3 + len(pickers))
-        return (tick, seen, backends_for(name), gr.update(choices=state.kb_choices(who)),
+            return (tick, armed_at) + (gr.skip(),) * (3 + len(pickers))
+        return (tick, armed_at, seen, backends_for(name), gr.update(choices=state.kb_choices(who)),
                 *(ask.picker_infos(state, name) if pickers else ()))
 
-    outputs = [timer, last, backends, kb, *pickers]
+    outputs = [timer, armed, last, backends, kb, *pickers]
     kb.change(refresh, [kb, visitor, last, armed], outputs, queue=False, show_progress="hidden")
     timer.tick(refresh, [kb, visitor, last, armed], outputs, queue=False, show_progress="hidden")
-    shell.app.load(lambda: gr.Timer(active=bool(state.building_kbs())), None, timer, queue=False,
-                   show_progress="hidden")
     # What the Index tab's Build chains first: the timer on, and kept on until the build's status
     # appears (a big upload is read before the build writes it).
     shell.watch_builds = (lambda: (gr.Timer(active=True), time.time()), None, [timer, armed])
+    # What it chains after the build's handler ends: a build of three passages ended between two
+    # ticks, never seen, and the page polled for ARM_S more.
+    shell.builds_done = (lambda: (gr.Timer(active=bool(state.building_kbs())), 0.0), None, [timer, armed])
+    return timer   # turned on at arrival by the header's load (`_wire_arrival`) when a build is alive
 
 
 def _backends_line(state: AppState, open_kb) -> str:
@@ -364,9 +373,9 @@ def serve(app: gr.Blocks, state: AppState, prevent_thread_lock: bool = False, **
         theme=theme, head=PAGE_HEAD, show_error=True, max_file_size=state.public.upload_cap(), prevent_thread_lock=True,
         app_kwargs={"middleware": [Middleware(static_cache.StaticCache, mounts=_static_mounts()),
                                    Middleware(pages.ExperimentLinks),
-                                   Middleware(early_map.HeadMiddleware, script=early_map.head(bool(first_doc))),
-                                   Middleware(early_map.HeadMiddleware, script=idle_frames.SCRIPT,
-                                              paths=("/", f"/{pages.LAB}"))]},
+                                   Middleware(early_map.HeadMiddleware, scripts={
+                                       "/": early_map.head(bool(first_doc)) + idle_frames.SCRIPT,
+                                       f"/{pages.LAB}": idle_frames.SCRIPT})]},
         **launch)
     _add_vis_route(app.server_app)
     _add_first_map_route(app.server_app, first_doc)

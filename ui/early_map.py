@@ -87,16 +87,19 @@ _BASE = re.compile(rb"<base\b[^>]*>", re.I)
 
 
 class HeadMiddleware:
-    """Puts `script` into the HTML of the page's own routes (`paths`), after its <base>: relative
-    URLs then resolve as Gradio's do, and no stylesheet is ahead of it (a script waits for those).
-    Any other response, or one that is compressed or not HTML, goes through untouched."""
+    """Puts each page's scripts (`scripts`: route → HTML) into that route's HTML, after its <base>:
+    relative URLs then resolve as Gradio's do, and no stylesheet is ahead of them (a script waits
+    for those). One pass per page, whatever it gets. Any other response, or one that is compressed
+    or not HTML, goes through untouched."""
 
-    def __init__(self, app, script: str = "", paths: tuple[str, ...] = ("/",)):
-        self.app, self.script, self.paths = app, script.encode(), paths
+    def __init__(self, app, scripts: dict[str, str]):
+        self.app = app
+        self.scripts = {path: script.encode() for path, script in scripts.items() if script}
 
     async def __call__(self, scope, receive, send):
-        if (scope["type"] != "http" or scope.get("method") != "GET" or not self.script
-                or app_path(scope) not in self.paths):
+        script = (self.scripts.get(app_path(scope), b"")
+                  if scope["type"] == "http" and scope.get("method") == "GET" else b"")
+        if not script:
             return await self.app(scope, receive, send)
         start: dict = {}
         body = bytearray()
@@ -110,7 +113,7 @@ class HeadMiddleware:
             body.extend(message.get("body", b""))
             if message.get("more_body"):
                 return
-            out = self._inserted(start, body)
+            out = self._inserted(start, body, script)
             size = str(len(out)).encode()
             headers = [(k, size if k.lower() == b"content-length" else v) for k, v in start.get("headers", [])]
             await send({**start, "headers": headers})
@@ -123,10 +126,10 @@ class HeadMiddleware:
         return (start.get("status") == 200 and b"text/html" in headers.get(b"content-type", b"")
                 and b"content-encoding" not in headers)
 
-    def _inserted(self, start: dict, body: bytearray) -> bytes:
+    def _inserted(self, start: dict, body: bytearray, script: bytes) -> bytes:
         if not self._wanted(start):
             return bytes(body)
         found = _BASE.search(body)
         if found is None:
             return bytes(body)
-        return bytes(body[:found.end()]) + self.script + bytes(body[found.end():])
+        return bytes(body[:found.end()]) + script + bytes(body[found.end():])

@@ -236,8 +236,28 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
     tab(page, "Index")
     page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
     page.fill("#up-name textarea, #up-name input", "tiny_upload")
+    # The readiness timer's requests (unqueued ones): on while the build runs, off once it ended,
+    # so an idle tab sends nothing (ui/app.py `_wire_readiness`).
+    ticks: list[float] = []
+
+    def tick(request):
+        if request.method == "POST" and request.url.endswith("/gradio_api/run/predict"):
+            ticks.append(time.monotonic())
+
+    page.on("request", tick)
     page.click("#up-build")
     page.wait_for_function("document.querySelector('#up-log').innerText.includes('Built')", timeout=180_000)
+    built = time.monotonic()
+    page.wait_for_timeout(3_000)   # the tick after the build's end sees it gone and turns the timer off
+    quiet_from = time.monotonic()
+    page.wait_for_timeout(4_500)
+    page.remove_listener("request", tick)
+    # The first is the Build click's own, turning the timer on; a three-passage build may end before a tick.
+    assert [t for t in ticks if t < built], "the Build click did not turn the readiness timer on"
+    from retrieval.core.paths import kb_dir
+
+    assert not [t for t in ticks if t >= quiet_from], \
+        f"still polling after the build: {len(ticks)} ticks; {[p.read_text() for p in kb_dir().glob('*.status.json')]}"
     log = page.locator("#up-log").inner_text()
     assert "3 passages" in log
     from retrieval.kb.embed import default_precision  # the Encoder radio's "default": bf16 where the CPU has it

@@ -182,4 +182,5 @@ def wire(shell) -> None:
     up_btn.click(index, [up_corpus, up_questions, up_openie, up_name, up_extractor, up_precision, up_methods,
                          visitor],
                  [up_log, kb], show_progress_on=[up_log],  # under the button, not over the KB picker
-                 concurrency_limit=1, concurrency_id="index")
+                 concurrency_limit=1, concurrency_id="index").then(*shell.builds_done, queue=False,
+                                                                   show_progress="hidden")

@@ -115,11 +115,12 @@ def cmd_build(args) -> int:
     if args.estimate:
         return _estimate(plan, out, corpus, questions, args)
     before = _llm_done(out, plan)
-    from ..kb.presets import Gold
+    from ..kb.presets import Gold, demo_precision
 
     report = build_from_files(out, corpus, questions, openie, embed_model=model, name=name,
                               progress=not args.quiet, plan=plan, sample=args.sample,
-                              retry_failed=args.retry_failed, precision=args.precision, targets=serve,
+                              retry_failed=args.retry_failed, targets=serve,
+                              precision=demo_precision(args.precision) if args.demo else args.precision,
                               device=args.device, gold=Gold(args.qrels, args.split, args.min_grade))
     d = report.as_dict()
     if report.reused:

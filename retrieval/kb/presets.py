@@ -13,6 +13,7 @@ from ..corpus.datasets import DEMO, get_dataset
 from ..encoders.embedder import DEFAULT_MODEL, LazyEmbedder
 from ..llm import LLMSettings, get_llm
 from .build import BuildReport, build_kb
+from .embed import env_precision
 from .extract.llm import llm_extractors
 from .extract.openie_import import OpenIEImport
 from .extract.rules import RulesExtractor
@@ -168,13 +169,27 @@ def dataset_out(dataset: str, out: Optional[Path]) -> tuple[Path, str]:
     return out or resolve_kb(name), name
 
 
+# The demo KB is encoded in fp32 wherever it is built (unless HOPTRACE_BUILD_PRECISION or --precision
+# says otherwise): the shipped showcase and experiment were recorded on an fp32 demo (AVX2-only
+# machines have no bf16), and the default bf16 of a machine that has it made another KB (other
+# synonym edges near their threshold, another fingerprint) that a resumed recording refused and on
+# which a visitor's live runs need not be the recorded ones.
+DEMO_PRECISION = "fp32"
+
+
+def demo_precision(asked: Optional[str] = None) -> str:
+    return asked or env_precision() or DEMO_PRECISION
+
+
 def build_dataset(dataset: str, out: Optional[Path] = None, extractor: str = "auto",
                   embed_model: str = DEFAULT_MODEL, progress: bool = True, targets=None,
-                  listener=None) -> BuildReport:
+                  listener=None, precision: Optional[str] = None) -> BuildReport:
     ds = get_dataset(dataset)
     path, name = dataset_out(dataset, out)
+    if dataset == DEMO and out is None:
+        precision = demo_precision(precision)
     return build_from_files(path, ds.corpus, ds.questions, ds.openie, extractor, embed_model, name=name,
-                            progress=progress, targets=targets, listener=listener)
+                            progress=progress, targets=targets, listener=listener, precision=precision)
 
 
 def demo_path() -> Path:
@@ -182,8 +197,8 @@ def demo_path() -> Path:
 
 
 def ensure_demo(progress: bool = True) -> Path:
-    """The demo KB, built on first use (on two cores: 109 s in bf16, the default where the CPU has
-    it, 142 s in fp32, 75 s with HOPTRACE_BUILD_PRECISION=int8) and reused after; an unfinished
+    """The demo KB, built on first use (on two cores: 142 s in fp32, its precision wherever it is built,
+    DEMO_PRECISION; 75 s with HOPTRACE_BUILD_PRECISION=int8) and reused after; an unfinished
     one (a build stopped half-way) is finished."""
     path = demo_path()
     if not demo_complete():

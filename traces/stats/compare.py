@@ -163,7 +163,7 @@ def _add_tradeoff(c: "Comparison", exp: Experiment, rows: list[dict], methods: S
     c.repeat = tradeoff.repetitions(rows)
     c.budget = tradeoff.budget_of(exp.spec.get("args"))
     c.answers = [s for m in methods if (s := tradeoff.answer_split(rows, m)) is not None]
-    c.tradeoff = tradeoff.tradeoffs(rows, methods, k, c.budget)
+    c.tradeoff = tradeoff.tradeoffs(rows, methods, k, c.budget, machine=exp.machine)
     c.flags = tradeoff.flags(rows, methods, metric)
 
 

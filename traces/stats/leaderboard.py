@@ -32,6 +32,7 @@ class Row:
     stale: str = ""              # why its runs are not this code's, or ""
     usd_named: Optional[float] = None   # the same tokens at NAMED_MODEL's price
     timed_apart: str = ""        # some of its runs were on another machine: what its time cells read, or ""
+    apart_note: str = ""         # the same without the method and its other machine's p50: one note for rows alike
 
 
 @dataclass
@@ -74,14 +75,14 @@ def is_time(column: str) -> bool:
     return column in TIME_COLUMNS
 
 
-def timed_apart_text(method: str, s: dict, machine: str) -> str:
+def timed_apart_text(method: str, s: dict, machine: str, p50: bool = True) -> str:
     """What a row's time cells read when some of its runs were on another machine (their times kept
-    apart by traces/storage/recording.py), and those runs' own times, never compared here."""
+    apart by traces/storage/recording.py) and, with `p50`, those runs' own times, never compared here."""
     n = s.get("questions")
     parts = [f"{q['questions']} on {where}" + (f" (p50 {q['latency_ms_p50'] / 1000:.1f} s)"
-                                               if q.get("latency_ms_p50") is not None else "")
+                                               if p50 and q.get("latency_ms_p50") is not None else "")
              for where, q in sorted(s["timed_elsewhere"].items())]
-    return (f"{method}: times over its {s.get('timed_questions', 0)} of {n} questions run on {machine}; "
+    return (f"{method}: times over {s.get('timed_questions', 0)} of {n} questions, run on {machine}; "
             f"{'; '.join(parts)} are scored, their times not compared")
 
 
@@ -125,12 +126,19 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         named = (price.usd(s.get("tokens_in", 0) / runs, s.get("tokens_out", 0) / runs)
                  if price is not None and s.get("tokens_in") is not None else None)
         apart = timed_apart_text(m, s, exp.machine) if s.get("timed_elsewhere") else ""
-        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named, apart))
+        note = timed_apart_text("", s, exp.machine, p50=False)[2:] if apart else ""
+        rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named, apart, note))
     # Rows on the same questions together (most questions first), each group by recall@5.
     rows.sort(key=lambda r: (-(r.cells.get("questions") or 0), -(r.cells.get("recall@5") or 0)))
     notes = []
     if rows:
-        notes += [f"{TIMED_APART_MARK} {r.timed_apart}" for r in rows if r.timed_apart]
+        # One note for the rows split alike (a sitting elsewhere adds the same questions to each);
+        # a row's own figures there are in its text table line and its cells' tooltip.
+        alike: dict[str, list[str]] = {}
+        for r in rows:
+            if r.apart_note:
+                alike.setdefault(r.apart_note, []).append(r.method)
+        notes += [f"{TIMED_APART_MARK} {', '.join(ms)}: {note}" for note, ms in alike.items()]
         notes.append(f"$: {PRICE_NOTE}")
         if price is not None:
             notes.append(f"$ at {NAMED_MODEL}: the same tokens at its price (${price.input_per_mtok:g} in, "

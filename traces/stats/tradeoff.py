@@ -74,12 +74,15 @@ def answer_split(rows: Sequence[dict], method: str, k: int = READER_K) -> Option
 
 
 # --- money and CPU -----------------------------------------------------------------------------
-def cost_per_question(rows: Sequence[dict], method: str) -> dict:
+def cost_per_question(rows: Sequence[dict], method: str, machine: str = "") -> dict:
     """{usd (None = price unknown), cpu_s (None unless measured), runs}: the mean over the method's
-    runs that answered or, without answers, over all its runs at their largest k."""
+    runs that answered or, without answers, over all its runs at their largest k. Given the
+    experiment's `machine`, CPU seconds read only the runs on it (a row without one is its
+    experiment's): a sitting resumed elsewhere adds scores, not seconds of another CPU."""
     mine = _headline(rows, method)
     usd = [r.get("usd") for r in mine]
-    cpu = [r["cpu_s"] for r in mine if r.get("cpu_s") is not None]
+    cpu = [r["cpu_s"] for r in mine if r.get("cpu_s") is not None
+           and (not machine or (r.get("machine") or machine) == machine)]
     # A run imported from a file (or stored before runs kept their cost) spent no tokens here and
     # has no cost: "not recorded", which is not "price unknown".
     recorded = any(r.get("usd") is not None or r.get("cpu_s") is not None or r.get("tokens_in") or r.get("tokens_out")
@@ -222,7 +225,7 @@ class TradeOff:
 
 
 def tradeoffs(rows: Sequence[dict], methods: Sequence[str], k: int = 5,
-              budget: Optional[int] = None) -> list[TradeOff]:
+              budget: Optional[int] = None, machine: str = "") -> list[TradeOff]:
     out = []
     for m in methods:
         def mean(metric: str, m: str = m) -> Optional[float]:
@@ -234,7 +237,7 @@ def tradeoffs(rows: Sequence[dict], methods: Sequence[str], k: int = 5,
             measures["recall_budget"] = f"recall@{budget}tok"
         got = {f: mean(metric) for f, metric in measures.items()}
         sd = {metric: s for metric in measures.values() if (s := spread(rows, m, metric)) is not None}
-        cost = cost_per_question(rows, m)
+        cost = cost_per_question(rows, m, machine)
         out.append(TradeOff(m, got["em"], got["f1"], got["recall"], got.get("recall_budget"), cost["usd"],
                             cost["cpu_s"], sd, stable(rows, m, k), cost["recorded"]))
     return out

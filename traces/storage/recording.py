@@ -311,7 +311,12 @@ def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
             run.load = run.load or conditions["verdict"]
             it["runs"][m] = run.to_dict()
         doc["fingerprints"][m] = exp.spec["methods"][m]["fingerprint"]
-        doc.setdefault("recorded_on", {})[m] = dt.date.fromtimestamp(exp.finished_at or time.time()).isoformat()
+        # The day its runs were recorded (their stages' clocks; a run's row is stamped when a file
+        # is installed), not the experiment's last sitting's: a sitting that adds ablations leaves
+        # the showcase's runs as they were.
+        started = [st.started_at for run in runs for st in run.stages if st.started_at]
+        doc.setdefault("recorded_on", {})[m] = dt.date.fromtimestamp(
+            max(started) if started else exp.finished_at or time.time()).isoformat()
         doc.setdefault("recorded_with", {})[m] = exp.code_version
         doc.setdefault("conditions", {})[m] = conditions
         taken.append(m)

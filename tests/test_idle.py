@@ -71,6 +71,7 @@ def test_a_slow_calibration_after_is_retaken_and_only_a_lasting_one_counts(monke
     assert idle.machine_reference_ms(sittings, "A") == 38.65 and idle.machine_reference_ms(sittings, "C") is None
 
 
+@pytest.mark.alone   # needs our own tree quiet: in a worker, an earlier test's server or threads may still work
 def test_a_calibration_waits_for_our_own_busy_child_to_finish():
     """The embedded model's server restarting before a unit is our own child: not others' load, but
     a calibration timed beside it read 2x. settle_own waits it out, and returns at once when quiet."""

@@ -147,17 +147,9 @@ class Watch:
         return self
 
     def _calibrate_before(self) -> float:
-        """The calibration before the block, timed once our own tree is quiet, and retaken while it
-        reads slower than the machine's reference (the fastest counts)."""
-        settle_own()
-        before = calibrate()
-        for _ in range(CALIBRATION_RETAKES if self.reference_ms else 0):
-            if not _slower_host(self.reference_ms, before):
-                break
-            time.sleep(RETAKE_PAUSE_S)
-            settle_own()
-            before = min(before, calibrate())
-        return before
+        """The calibration before the block, retaken while it reads slower than the machine's reference."""
+        return _calibration(lambda ms: _slower_host(self.reference_ms, ms),
+                            CALIBRATION_RETAKES if self.reference_ms else 0)
 
     def _loop(self) -> None:
         prev, t_prev = _proc_table(), time.monotonic()
@@ -192,18 +184,24 @@ class Watch:
                                 reference_ms=self.reference_ms)
 
     def _calibrate_after(self) -> float:
-        """The calibration after the block, retaken while it reads over the ratio (the fastest counts)."""
+        """The calibration after the block, retaken while it reads over the ratio; none when the block
+        was under load already (a retake would change no verdict)."""
+        loaded = bool(self.samples) and max(self.samples) > OTHERS_MAX
+        return _calibration(lambda ms: _slowed(self._calib, ms), 0 if loaded else CALIBRATION_RETAKES)
+
+
+def _calibration(slow, retakes: int) -> float:
+    """A calibration timed once our own tree is quiet, retaken up to `retakes` times while `slow`
+    says it reads slow: the fastest counts."""
+    settle_own()
+    best = calibrate()
+    for _ in range(retakes):
+        if not slow(best):
+            break
+        time.sleep(RETAKE_PAUSE_S)
         settle_own()
-        after = calibrate()
-        if self.samples and max(self.samples) > OTHERS_MAX:
-            return after   # under load already: a retake would change no verdict
-        for _ in range(CALIBRATION_RETAKES):
-            if not _slowed(self._calib, after):
-                break
-            time.sleep(RETAKE_PAUSE_S)
-            settle_own()
-            after = min(after, calibrate())
-        return after
+        best = min(best, calibrate())
+    return best
 
 
 @dataclass

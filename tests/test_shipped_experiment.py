@@ -13,7 +13,9 @@ import signal
 import pytest
 from llm_double import scripted_llm
 
+from retrieval.cli import main
 from retrieval.core import cpu, idle
+from retrieval.showcase import write_recording
 from traces.stats.leaderboard import build
 from traces.storage import recording, shipped
 from traces.storage.experiments import Experiments
@@ -61,7 +63,8 @@ def _recorded(ctx, tmp_path, monkeypatch, busy=None):
 
 
 @pytest.mark.alone
-def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(ctx, tmp_path, monkeypatch, busy):
+def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(ctx, small_kb, tmp_path, monkeypatch,
+                                                                                   busy, capsys):
     experiments, exp, actx, qs, sitting, said = _recorded(ctx, tmp_path, monkeypatch, busy)
     assert qs[0].text == ctx.store.questions()[2].text    # the showcase's questions lead
     # The main method first, chunk by chunk, then the ablation row.
@@ -103,6 +106,20 @@ def test_a_disturbed_unit_is_recorded_again_and_a_sitting_resumes_from_the_file(
     assert experiments.traces.db.execute("SELECT count(*) FROM runs WHERE session_id = ?",
                                          [newer.session_id]).fetchone()[0] == 8
     assert len(newer.spec["sittings"]) == 2
+
+    # A sitting on a host slower than this machine's reference (the median of its earlier sittings'
+    # calibrations, here made 1 ms) is refused by the one look taken before the model loads, and
+    # nothing is stored.
+    doc = shipped.read(out)
+    for s in doc["experiment"]["spec"]["sittings"]:
+        s["calibration_ms"] = [[1.0, 1.0]]
+    write_recording(doc, out)
+    monkeypatch.setenv("HOPTRACE_TRACES", str(tmp_path / "cli.sqlite"))
+    argv = ["record-experiment", "--kb", str(small_kb), "--out", str(out), "--llm", "local", "--minutes", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "reference of 1.0 ms: a slower host under the same name" in err and "--allow-load" in err, err
+    assert not (tmp_path / "cli.sqlite").exists()
 
 
 def test_an_llm_method_is_recorded_twice_after_the_main_figures_and_stable_reads_both(ctx, tmp_path, monkeypatch):

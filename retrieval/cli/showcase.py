@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from ..core import cpu, idle
 from ..core.errors import ConfigError
@@ -45,12 +46,15 @@ def add_parsers(sub) -> None:
     _llm_args(re_)
 
 
-def _refuse_busy(allow_load: bool) -> None:
-    busy = idle.check_before()
+def _refuse_busy(allow_load: bool, reference_ms: Optional[float] = None) -> None:
+    """One look before a recording: the load, others' CPU and, given the machine's reference
+    (idle.machine_reference_ms), its speed. Taken before the model loads, which would read as load."""
+    busy = idle.check_before(reference_ms=reference_ms)
     if busy and not allow_load:
         raise ConfigError("this machine is not idle (" + "; ".join(busy) + "): the recording's latencies would "
-                          "not be the methods'. Stop the other work and try again, or pass --allow-load to record "
-                          "it marked 'under load'")
+                          "not be the methods', nor compare with those recorded before. Stop the other work and "
+                          "try again (or record on another machine), or pass --allow-load to record it marked "
+                          "'under load' (a slow unit is still recorded again)")
 
 
 def cmd_record_showcase(args) -> int:
@@ -113,13 +117,16 @@ def cmd_record_experiment(args) -> int:
     ctx = _context(args.kb, args, cache=False)   # every run a real call: its latency is the method's
     if ctx.llm is None:
         raise ConfigError("the shipped experiment ends every run with an answer: it needs an LLM")
-    _refuse_busy(args.allow_load)   # before anything is stored
+    out = args.out or shipped.path_for(args.kb)
+    doc = shipped.read(out) if out.exists() and not args.new else None
+    # The speed reference is the earlier sittings' on a machine of this name (none for a new recording).
+    sittings = doc["experiment"]["spec"].get("sittings", []) if doc else []
+    _refuse_busy(args.allow_load, idle.machine_reference_ms(sittings, cpu.describe()))   # before anything is stored
     ctx.llm.start()
     experiments = Experiments(_trace_store())
-    out = args.out or shipped.path_for(args.kb)
     kb_questions = ctx.store.questions()
-    if out.exists() and not args.new:
-        exp = shipped.install(experiments.traces, out)
+    if doc is not None:
+        exp = shipped.install(experiments.traces, out, doc)
         if exp.llm != ctx.llm.describe():
             raise ConfigError(f"{out} was recorded with {exp.llm}, not {ctx.llm.describe()}: one experiment holds "
                               "one model; pass --new to record it again")
@@ -156,12 +163,6 @@ def cmd_record_experiment(args) -> int:
             raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
         exp = recording.start(experiments, ctx, args.kb, questions, methods, min(args.llm_questions, len(questions)))
         print(f"new experiment {exp.id[:12]}: {len(methods)} methods, {len(questions)} questions", file=sys.stderr)
-    reference = idle.machine_reference_ms(exp.spec.get("sittings", []), cpu.describe())
-    slow = [r for r in idle.check_before(check_load=False, reference_ms=reference) if "reference" in r]
-    if slow and not args.allow_load:
-        raise ConfigError(f"{slow[0]}: its latencies would not compare with the ones recorded before. "
-                          "Record on another machine, or pass --allow-load to try anyway (a slow unit is "
-                          "still recorded again)")
     ctx.warm()
 
     def wait_idle() -> None:

@@ -75,15 +75,20 @@ def is_time(column: str) -> bool:
     return column in TIME_COLUMNS
 
 
-def timed_apart_text(method: str, s: dict, machine: str, p50: bool = True) -> str:
+def timed_apart_note(s: dict, machine: str, p50: bool = True) -> str:
     """What a row's time cells read when some of its runs were on another machine (their times kept
-    apart by traces/storage/recording.py) and, with `p50`, those runs' own times, never compared here."""
-    n = s.get("questions")
+    apart by traces/storage/recording.py) and, with `p50`, those runs' own times, never compared here.
+    Without them, rows split alike read the same: one note covers them."""
     parts = [f"{q['questions']} on {where}" + (f" (p50 {q['latency_ms_p50'] / 1000:.1f} s)"
                                                if p50 and q.get("latency_ms_p50") is not None else "")
              for where, q in sorted(s["timed_elsewhere"].items())]
-    return (f"{method}: times over {s.get('timed_questions', 0)} of {n} questions, run on {machine}; "
+    return (f"times over {s.get('timed_questions', 0)} of {s.get('questions')} questions, run on {machine}; "
             f"{'; '.join(parts)} are scored, their times not compared")
+
+
+def timed_apart_text(method: str, s: dict, machine: str) -> str:
+    """The note for one row, named, with its other machines' p50s (a cell's tooltip)."""
+    return f"{method}: {timed_apart_note(s, machine)}"
 
 
 def named_text(usd: Optional[float]) -> str:
@@ -126,7 +131,7 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         named = (price.usd(s.get("tokens_in", 0) / runs, s.get("tokens_out", 0) / runs)
                  if price is not None and s.get("tokens_in") is not None else None)
         apart = timed_apart_text(m, s, exp.machine) if s.get("timed_elsewhere") else ""
-        note = timed_apart_text("", s, exp.machine, p50=False)[2:] if apart else ""
+        note = timed_apart_note(s, exp.machine, p50=False) if apart else ""
         rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named, apart, note))
     # Rows on the same questions together (most questions first), each group by recall@5.
     rows.sort(key=lambda r: (-(r.cells.get("questions") or 0), -(r.cells.get("recall@5") or 0)))

@@ -84,12 +84,13 @@ def installed_stamp(traces: TraceStore, exp_id: str) -> Optional[str]:
     return row[0] if row else None
 
 
-def install(traces: TraceStore, path: Path) -> Optional[Experiment]:
+def install(traces: TraceStore, path: Path, doc: Optional[dict] = None) -> Optional[Experiment]:
     """The file's experiment in `traces`, installed now unless this very version is there already.
-    An older version is replaced whole (its runs and rows); nothing else in the file is touched."""
+    An older version is replaced whole (its runs and rows); nothing else in the file is touched.
+    `doc`: the file as `read` returned it, when the caller has read it already."""
     if not path.exists():
         return None
-    doc = read(path)
+    doc = doc or read(path)
     x = doc["experiment"]
     stamp = _stamp(doc)
     experiments = Experiments(traces)

@@ -102,12 +102,16 @@ def soak(minutes: float = 30.0, users: int = 20, llm_users: int = 2, llm_method:
     proc, url = _start_app(traces, env=env)
     log = SoakLog()
     lock = threading.Lock()
+    # Every visitor connects before the clock starts: a client's set-up (it reads the app's config)
+    # took over 10 s on a loaded machine, and a visitor connected after the end never asked.
+    clients = [Client(url, verbose=False, headers={"X-Forwarded-For": f"10.77.{i // 250}.{i % 250 + 1}, 10.0.0.1"})
+               for i in range(users + llm_users)]
     t_start = time.time()
     stop_at = t_start + minutes * 60
 
     def visitor(i: int, methods: list[str], paced: bool, into: list) -> None:
         rng = random.Random(i)
-        client = Client(url, verbose=False, headers={"X-Forwarded-For": f"10.77.{i // 250}.{i % 250 + 1}, 10.0.0.1"})
+        client = clients[i]
         vid = f"{i:02d}" + "f" * 30
         next_at = time.time() + rng.uniform(0, PACE_S)
         while time.time() < stop_at:

@@ -152,11 +152,14 @@ def busy():
 # session fixtures): they are one unit of work for pytest-xdist, so those are built once, on one
 # worker, instead of once per file on whichever workers the files land (~30 s of set-up each).
 APP_FILES = "tests/browser/test_app_"
+# The files that start the session's Arize Phoenix (the `phoenix` fixture): one unit too, so it is
+# started once; on two workers each started its own (~35 CPU s apiece: round 11 of docs/measurements/suite.md).
+PHOENIX_FILES = ("tests/test_otel_phoenix.py", "tests/test_tutorial.py")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile`, but every tests/browser/test_app_*.py in one unit."""
+    """`--dist loadfile`, but every tests/browser/test_app_*.py in one unit, and the Phoenix files in another."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -164,6 +167,8 @@ def pytest_xdist_make_scheduler(config, log):
     class AppFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
+            if scope in PHOENIX_FILES:
+                return PHOENIX_FILES[0]
             return APP_FILES if scope.startswith(APP_FILES) else scope
 
     return AppFilesTogether(config, log)

@@ -210,24 +210,13 @@ def public_app(tmp_path_factory, name: str, **limits):
 
 
 @pytest.fixture(scope="module")
-def public_url(app_url, tmp_path_factory):
-    app, url = public_app(tmp_path_factory, "public")
-    yield url
-    app.close()
-
-
-@pytest.fixture(scope="module")
-def hostile_url(app_url, tmp_path_factory):
-    """Public mode with room for many requests a minute: the uploads, not the rate limit, are tested."""
-    app, url = public_app(tmp_path_factory, "hostile", requests_per_minute=100, requests_per_minute_per_address=100)
-    yield url
-    app.close()
-
-
-@pytest.fixture(scope="module")
-def yours_url(app_url, tmp_path_factory):
-    """Public mode with the operator's own methods: one that works, one that sleeps past the cut-off,
-    and one that fails to load."""
+def visitors_url(app_url, tmp_path_factory):
+    """One public-mode app for every visitor test of test_app_visitors.py (an app's build and
+    start is ~8 CPU s; three were built): room for 100 requests a minute, so the hostile uploads,
+    not the rate limit, are what is tested (test_public_limits.py tests the limits), and the
+    operator's own methods: one that works, one that sleeps past the cut-off, and one that fails
+    to load. The caps the visitor tests check (LLM methods a request, no server path) are the
+    defaults."""
     import ui.ask
     from retrieval.methods.plugins import load_plugin
 
@@ -244,7 +233,7 @@ def yours_url(app_url, tmp_path_factory):
         load_plugin(str(folder / name))
     limit = ui.ask.PLUGIN_LIMIT_S
     ui.ask.PLUGIN_LIMIT_S = 2.0
-    app, url = public_app(tmp_path_factory, "yours")
+    app, url = public_app(tmp_path_factory, "visitors", requests_per_minute=100, requests_per_minute_per_address=100)
     yield url
     app.close()
     ui.ask.PLUGIN_LIMIT_S = limit

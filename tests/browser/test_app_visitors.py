@@ -22,12 +22,12 @@ from browser.flows import (
 pytestmark = pytest.mark.browser
 
 
-def test_public_mode_keeps_visitors_apart_and_names_its_caps(chromium, public_url, shots):
+def test_public_mode_keeps_visitors_apart_and_names_its_caps(chromium, visitors_url, shots):
 
     with browser_contexts(chromium) as browser:
         ann, bob = (browser.new_context(viewport={"width": 1400, "height": 1000}).new_page() for _ in range(2))
         for pg in (ann, bob):
-            pg.goto(public_url, wait_until="domcontentloaded")
+            pg.goto(visitors_url, wait_until="domcontentloaded")
             pg.wait_for_selector("#run", timeout=60_000)
             assert "traces in" not in pg.locator("#backends").inner_text()  # no server path on the page
         set_question(ann, Q)
@@ -46,7 +46,7 @@ def test_public_mode_keeps_visitors_apart_and_names_its_caps(chromium, public_ur
         assert "Journal of Psychotherapy Integration" not in traces_tab(bob)
         snap(bob, shots, "public-second-visitor-traces.png", full_page=True)
         # the link opens Ann's comparison for Bob, read-only, without adding it to his list
-        bob.goto(f"{public_url}?session={sid}", wait_until="domcontentloaded")
+        bob.goto(f"{visitors_url}?session={sid}", wait_until="domcontentloaded")
         bob.wait_for_selector("#columns .ht-col[data-method='bm25'] table.ht-ranking", timeout=60_000)
         assert "Journal of Psychotherapy Integration" not in traces_tab(bob)
         # a cap refuses with its limit named
@@ -74,7 +74,7 @@ def _clear_file(page, box: str) -> None:
     page.wait_for_selector(f"{box} input[type=file]", state="attached", timeout=10_000)
 
 
-def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(chromium, hostile_url, tmp_path,
+def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path(chromium, visitors_url, tmp_path,
                                                                                    shots):
     from test_hostile_uploads import GOOD as HOSTILE_GOOD
     from test_hostile_uploads import HOSTILE, _write
@@ -83,7 +83,7 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
 
     with browser_contexts(chromium) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        page.goto(hostile_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
+        page.goto(visitors_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
         page.wait_for_selector("#tabs", timeout=60_000)
         tab(page, "Index")
         # One form for every file, as a visitor retrying would use it: each file replaces the last,
@@ -157,7 +157,7 @@ class _Listener:
         self.server.server_close()
 
 
-def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_path, shots, capfd):
+def test_every_toast_quoting_a_visitors_file_is_text(chromium, visitors_url, tmp_path, shots, capfd):
     """Payloads in a CSV header, a duplicate id, a set name and a file name: each toast shows them
     as text, names the visitor's file and no server path; no request leaves for the address the
     payloads name, and the page asks for no image it did not ship. Each refusal logs one line."""
@@ -190,7 +190,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             requests: list[tuple[str, str]] = []
             page.on("request", lambda r: requests.append((r.url, r.resource_type)))
-            page.goto(hostile_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
+            page.goto(visitors_url + "lab", wait_until="domcontentloaded")   # Index is on the lab: one load
             page.wait_for_selector("#tabs", timeout=60_000)
             tab(page, "Index")
             # A success first: a refusal after it must not leave its message under an error badge.
@@ -222,7 +222,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_
     finally:
         listener.close()
     assert listener.hits == [], listener.hits
-    assert not [u for u, _ in requests if not u.startswith((hostile_url, "data:", "blob:", "about:"))]
+    assert not [u for u, _ in requests if not u.startswith((visitors_url, "data:", "blob:", "about:"))]
     assert not [u for u, kind in requests if kind == "image" and u not in shipped]
     log = [line for line in capfd.readouterr().err.splitlines() if line.startswith("hoptrace: refused")]
     if shots:
@@ -233,14 +233,14 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, hostile_url, tmp_
         assert f"'{name}'" in line and "/tmp" not in line
 
 
-def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any(chromium, yours_url, shots):
+def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any(chromium, visitors_url, shots):
     from gradio_client import Client
 
     from ui.picker import GROUPS
 
     with browser_contexts(chromium) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        page.goto(yours_url, wait_until="domcontentloaded")
+        page.goto(visitors_url, wait_until="domcontentloaded")
         page.wait_for_selector("#run", timeout=60_000)
         yours = page.locator("#methods-yours")
         text = yours.inner_text()
@@ -263,7 +263,7 @@ def test_your_own_retrievers_stand_beside_the_papers_and_visitors_cannot_add_any
     listener = _Listener()
     try:
         pickers = [[]] * sum(1 + bool(g.ablations) for g in GROUPS) + [[f"{listener.url}/search"]]
-        client = Client(yours_url, verbose=False)
+        client = Client(visitors_url, verbose=False)
         with pytest.raises(Exception) as err:
             client.predict("demo", Q, 5, 2, False, "visitor-x", *pickers, api_name="/ask")
         # Gradio refuses a value the picker does not offer; only the operator's methods are offered.

@@ -1,5 +1,5 @@
-"""The browser tests' shared parts: one Chromium (the hop-map tests' too) and one in-process app (with a public twin,
-a hostile one, one with the operator's own methods and one with the shipped showcase) for every
+"""The browser tests' shared parts: one Chromium (the hop-map tests' too) and one in-process app (with a public-mode
+twin that also carries the operator's own methods, and one with the shipped showcase) for every
 test_app_*.py file. Those files are one unit of work for pytest-xdist (tests/conftest.py), so these
 session fixtures are built once per run, on one worker.
 

@@ -9,8 +9,11 @@ from embedded import TEST_MODEL
 
 pytestmark = pytest.mark.slow
 
+# Two triples, though the prompt asks four: the grammar closes the array after two, so every rule
+# (object, array, string, the close) still runs on both samplers, in ~40 tokens a call where four
+# triples took ~90 (issue 72: the suite's time).
 SCHEMA = {"type": "object", "required": ["triples"], "properties": {"triples": {
-    "type": "array", "maxItems": 4,
+    "type": "array", "maxItems": 2,
     "items": {"type": "array", "minItems": 3, "maxItems": 3, "items": {"type": "string", "maxLength": 40}}}}}
 
 
@@ -27,7 +30,7 @@ def test_fast_grammar_sampling_writes_what_the_full_check_writes():
     prompt = chatml([{"role": "user", "content":
                       'Give 4 facts about Lyon as JSON {"triples": [[subject, predicate, object], ...]}.'}])
 
-    def write(max_tokens: int = 90, **kw) -> str:
+    def write(max_tokens: int = 64, **kw) -> str:
         llm.reset()  # same prompt evaluation every time: cached prefixes change the last logits' rounding
         return llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, **kw)["choices"][0]["text"]
 

@@ -190,8 +190,21 @@ def page(chromium, app_url, request):
         pg.goto(app_url + ("lab" if lab else ""), wait_until="domcontentloaded")
         pg.wait_for_selector("#tabs" if lab else "#run", timeout=60_000)
         yield pg
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            # A wait that timed out says only that: the toasts on the page say why (an error the
+            # app raised shows there, not in the worker's log).
+            print("toasts on the page when the test failed:", pg.locator(".toast-body").all_inner_texts())
         # Checked after every test that used this page, over all it did: nothing left the server.
         assert pg.external == [], pg.external
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (`rep_call`), for the `page` fixture's teardown."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
 
 
 def public_app(tmp_path_factory, name: str, **limits):

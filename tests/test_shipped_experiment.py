@@ -144,13 +144,24 @@ def test_an_llm_method_is_recorded_twice_after_the_main_figures_and_stable_reads
     assert composed["questions"] == 2 and composed["stable_questions"] == 2
     assert composed["stable@5"] == 1.0    # the same retrieval twice (no LLM in it, in truth)
     assert "stable@5" not in bm25 and bm25["questions"] == 4
-    assert "questions recorded twice (composed 2)" in build(exp).text()
+    assert "questions recorded twice on one machine (composed 2)" in build(exp).text()
     # The file keeps the first repetition's trace whole and a later one's ranking and stage timeline.
     shipped.write(experiments, exp, tmp_path / "x.json.gz")
     by_rep = {e["rep"]: e["run"] for e in shipped.read(tmp_path / "x.json.gz")["entries"] if e["method"] == "composed"}
     assert any(s.get("subgraph") and s.get("payload") for s in by_rep[1]["stages"])
     assert all(set(s) <= set(shipped.STAGE_SKELETON) and s["message"] for s in by_rep[2]["stages"])
     assert by_rep[2]["ranked"] and [s["name"] for s in by_rep[2]["stages"]] == [s["name"] for s in by_rep[1]["stages"]]
+    # A question whose repetitions ran on two machines leaves stable@5, and the leaderboard names it.
+    experiments.traces.db.execute(
+        "UPDATE experiment_runs SET row = json_set(row, '$.machine', 'AMD EPYC · 2 cores · avx2') "
+        "WHERE experiment_id = ? AND method = 'composed' AND rep = 2 AND question_id = ?", [exp.id, qs[0].id])
+    exp.summary = recording.summary(experiments, exp)
+    composed = exp.summary["methods"]["composed"]
+    assert composed["stable_questions"] == 1 and composed["stable@5"] == 1.0
+    assert composed["stable_across_machines"] == {"questions": 1, "stable@5": 1.0, "stable@10": 1.0}
+    text = build(exp).text()
+    assert "twice on one machine (composed 1)" in text and "different machines" in text, text
+    assert "composed 1 (stable@5 there 1.00)" in text
     # A disturbed second repetition is discarded alone: the first stays.
     assert recording.discard(experiments, exp, "composed", [q.id for q in qs[:2]], rep=2) == 2
     assert [u.rep for u in recording.plan(exp, qs) if recording.missing(experiments, exp, u)] == [2]

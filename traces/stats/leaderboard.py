@@ -148,7 +148,8 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         if price is not None:
             notes.append(f"$ at {NAMED_MODEL}: the same tokens at its price (${price.input_per_mtok:g} in, "
                          f"${price.output_per_mtok:g} out per million, {price.source})")
-        if all(r.cells.get("stable@5") is None for r in rows):
+        if all(r.cells.get("stable@5") is None for r in rows) and not any(
+                s.get("stable_across_machines") for s in methods.values()):
             notes.append("stable@5 needs a second repetition, not recorded yet: each method ran once. The LLM "
                          "methods are not deterministic here (SAG repeated on 2 questions kept 1 top 5 of 2)")
         elif any(s.get("stable_questions") for s in methods.values()):
@@ -156,9 +157,17 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
             twice = ", ".join(f"{m} {int(s['stable_questions'])}" for m, s in methods.items()
                               if s.get("stable_questions"))
             notes.append("stable@5: the share of questions whose top 5 was one set in both repetitions, over the "
-                         f"questions recorded twice ({twice}); the other figures read the first repetition. "
-                         "A method without it retrieves without an LLM, or its second repetition is not "
+                         f"questions recorded twice on one machine ({twice}); the other figures read the first "
+                         "repetition. A method without it retrieves without an LLM, or its second repetition is not "
                          "recorded yet")
+        split = {m: s["stable_across_machines"] for m, s in methods.items() if s.get("stable_across_machines")}
+        if split:
+            # llama.cpp runs other kernels on avx2 than on avx-512, so one seed need not give one
+            # text: such a pair would count the machines' difference as the method's instability.
+            each = ", ".join(f"{m} {int(a['questions'])} (stable@5 there {a['stable@5']:.2f})"
+                             for m, a in split.items())
+            notes.append("stable@5 leaves out the questions whose two repetitions ran on different machines, "
+                         f"where the model's kernels differ: {each}")
     return Leaderboard(rows, setting_line(exp), notes)
 
 

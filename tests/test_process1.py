@@ -68,6 +68,24 @@ def _child(pid: int) -> int | None:
     return int(kids[0]) if kids else None
 
 
+def _tmp_tops(*paths: Path) -> list[Path]:
+    """The folders directly under /tmp that hold any of `paths` (none when they live elsewhere)."""
+    found = {f for p in paths for f in (p.absolute(), p.resolve())}   # a venv's python links out
+    return sorted({Path("/tmp") / f.relative_to("/tmp").parts[0] for f in found
+                   if f.is_relative_to("/tmp") and f != Path("/tmp")})
+
+
+def _private_tmp_script(private_tmp: Path, keeps: list[tuple[Path, Path]]) -> str:
+    """A shell line for the new mount namespace: `private_tmp` over /tmp, each kept folder bound to
+    its holder before and back to its own path after, then the command ("$@")."""
+    q = shlex.quote
+    steps = [f"mount --bind {q(str(top))} {q(str(holder))}" for top, holder in keeps]
+    steps.append(f"mount --bind {q(str(private_tmp))} /tmp")
+    for top, holder in keeps:
+        steps += [f"mkdir -p {q(str(top))}", f"mount --bind {q(str(holder))} {q(str(top))}"]
+    return " && ".join(steps) + ' && exec "$@"'
+
+
 def test_the_dockerfile_declares_what_the_space_runs():
     env, user, cmd = dockerfile()
     assert user == "user" and cmd == ["python", "app.py"]
@@ -89,7 +107,13 @@ def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path
     private_tmp = home / "slash-tmp"
     private_tmp.mkdir()
     private_tmp.chmod(0o1777)
-    bind = ["sh", "-c", 'mount --bind "$0" /tmp && exec "$@"', str(private_tmp)]
+    # A checkout (or interpreter) under /tmp, as a clean-clone check in `mktemp -d` makes, would be
+    # hidden by that mount and the app's `python` not found: its top folder under /tmp is bound
+    # aside first and back into the private /tmp.
+    keeps = [(top, home / f"keep-{i}") for i, top in enumerate(_tmp_tops(ROOT, Path(sys.executable)))]
+    bind = ["sh", "-c", _private_tmp_script(private_tmp, keeps), "sh"]
+    for _, holder in keeps:
+        holder.mkdir()
     if not _can(["unshare", "--pid", "--fork", "--mount-proc", *bind, "true"]):
         shutil.rmtree(home, ignore_errors=True)
         pytest.skip("mounts are not allowed here (mount --bind in a new namespace failed): the app's /tmp "
@@ -140,7 +164,7 @@ def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path
         os.kill(app_pid, signal.SIGTERM)
         outer.wait(timeout=20)
         stopped = time.time() - t0
-        in_tmp = sorted(p.name for p in private_tmp.iterdir())
+        in_tmp = sorted(p.name for p in private_tmp.iterdir() if p.name not in {top.name for top, _ in keeps})
     finally:
         if outer.poll() is None:
             outer.kill()

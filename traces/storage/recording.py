@@ -187,7 +187,7 @@ def _stable_on_one_machine(s: dict, rs: list[QuestionResult], exp: Experiment) -
     one = [r for r in rs if r.question_id in twice and len(machines[r.question_id]) == 1]
     split = [r for r in rs if r.question_id in twice and len(machines[r.question_id]) > 1]
     for k in exp.ks:
-        s[f"stable@{k}"] = stable_share(one, k) if one else None
+        s[f"stable@{k}"] = stable_share(one, k)   # None when no question was repeated on one machine
     s["stable_questions"] = len({r.question_id for r in one})
     if split:
         s["stable_across_machines"] = {"questions": len({r.question_id for r in split}),

@@ -198,6 +198,17 @@ class Showcase:
 _GZIP_MAGIC, _XZ_MAGIC = b"\x1f\x8b", b"\xfd7zXZ\x00"
 
 
+def _loads(raw: bytes):
+    """orjson where it can (the shipped experiment is ~160 MB of JSON: 5.9 s with the stdlib, 4.4 s
+    with orjson); the stdlib for what orjson refuses and `json.dumps` writes, such as NaN."""
+    import orjson
+
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def read_recording(path: Path, what: str, fmt: int) -> dict:
     """A JSON recording, gzip- or xz-compressed (this showcase, or the shipped experiment:
     traces/storage/shipped.py); an unreadable file or another format is a HopTraceError naming `what`."""
@@ -209,7 +220,7 @@ def read_recording(path: Path, what: str, fmt: int) -> dict:
             raw = gzip.decompress(raw)
         else:
             raise ValueError("neither gzip nor xz")
-        doc = json.loads(raw)
+        doc = _loads(raw)
     except (OSError, ValueError, lzma.LZMAError) as e:
         raise HopTraceError(f"{what} {path}: not a readable recording ({e})") from e
     if not isinstance(doc, dict) or doc.get("format") != fmt:

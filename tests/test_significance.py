@@ -7,7 +7,16 @@ import pytest
 
 from retrieval.bench.metrics import parse_metric, per_question_scores
 from retrieval.bench.runner import QuestionResult
-from retrieval.bench.significance import holm, mean_interval, paired, verdict
+from retrieval.bench.significance import (
+    RESAMPLES,
+    SEED,
+    holm,
+    mean_interval,
+    mean_intervals,
+    paired,
+    paired_many,
+    verdict,
+)
 from retrieval.core.errors import ConfigError
 
 
@@ -51,6 +60,36 @@ def test_mean_interval_contains_the_mean_and_collapses_without_spread():
     assert iv.low < 0.5 < iv.high and iv.n == 50
     flat = mean_interval([0.5] * 10)
     assert (flat.low, flat.mean, flat.high) == (0.5, 0.5, 0.5)
+
+
+def test_many_pairs_in_one_call_give_what_a_call_each_and_the_two_sample_swap_test_give():
+    """paired_many tests signs flipped on the differences, many rows a scipy call (the lab's first
+    view: 22 methods, 231 pairs); each figure is the one a call of its own, and the p-value the one
+    swapping each question's two scores gives (the test as documented)."""
+    import numpy as np
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    pairs = [(f"a{i}", rng.integers(0, 3, n) / 2, f"b{i}", rng.integers(0, 3, n) / 2)
+             for i, n in enumerate([30, 30, 30, 12, 12, 1, 0])]
+    pairs.append(("same", [0.5] * 8, "same2", [0.5] * 8))
+    many = paired_many(pairs)
+    for pair, got in zip(pairs, many):
+        one = paired(*pair)
+        assert (got.a, got.b, got.n, got.wins, got.ties, got.losses) == (one.a, one.b, one.n, one.wins, one.ties,
+                                                                         one.losses)
+        assert [got.mean_diff, got.low, got.high, got.p] == pytest.approx([one.mean_diff, one.low, one.high, one.p],
+                                                                          nan_ok=True, abs=0)
+    x, y = np.asarray(pairs[0][1]), np.asarray(pairs[0][3])
+    swap = stats.permutation_test((x, y), lambda u, v, axis: np.mean(u - v, axis=axis), vectorized=True,
+                                  permutation_type="samples", n_resamples=RESAMPLES,
+                                  random_state=np.random.default_rng(SEED))
+    assert many[0].p == min(1.0, swap.pvalue)
+    assert many[-1].p == 1.0 and many[-2].n == 0 and math.isnan(many[-2].p) and many[-3].p == 1.0
+    samples = [p[1] for p in pairs]
+    flat = [v for i in mean_intervals(samples) for v in (i.mean, i.low, i.high, i.n)]
+    assert flat == pytest.approx([v for i in map(mean_interval, samples) for v in (i.mean, i.low, i.high, i.n)],
+                                 nan_ok=True, abs=0)
 
 
 def test_holm_adjusts_step_down_and_keeps_order():

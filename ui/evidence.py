@@ -24,8 +24,8 @@ ROW_WIDTHS = ["13%", "35%", "5%", "6%", "6%", "7%", "14%", "14%"]
 
 
 class ComparisonCache:
-    """compare() resamples every pair (~0.1 s each), and a judged metric reads every run to follow
-    the judged-relevant passages; a visitor switching the two methods of the same experiment and
+    """compare() resamples every pair (~10 ms each, in one scipy call), and a judged metric reads
+    every run to follow the judged-relevant passages; a visitor switching the two methods of the same experiment and
     metric, or opening a question's runs, must not pay it again. Keyed by (experiment, metric),
     and for a judged metric by whose judgments and their state, which changes with every grade; a
     running experiment is not cached, its runs are still coming (a paused one is: nothing
@@ -33,6 +33,7 @@ class ComparisonCache:
 
     def __init__(self, size: int = 16):
         self._items: OrderedDict[tuple, Comparison] = OrderedDict()
+        self._computing: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
         self.size = size
 
@@ -43,13 +44,24 @@ class ComparisonCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        c = compare(experiments, exp, metric, compared_methods(experiments, exp),
-                    qrels=judged_for(experiments.traces, exp, owner) if judged else None)
-        if exp.status != "running":
+            # One computation a key: a visitor opening the lab while the start-up warm-up computes
+            # its first view waits for it rather than resampling every pair a second time beside it.
+            computing = self._computing.setdefault(key, threading.Lock())
+        with computing:
             with self._lock:
-                self._items[key] = c
-                while len(self._items) > self.size:
-                    self._items.popitem(last=False)
+                if key in self._items:
+                    return self._items[key]
+            try:
+                c = compare(experiments, exp, metric, compared_methods(experiments, exp),
+                            qrels=judged_for(experiments.traces, exp, owner) if judged else None)
+                with self._lock:
+                    if exp.status != "running":
+                        self._items[key] = c
+                        while len(self._items) > self.size:
+                            self._items.popitem(last=False)
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
         return c
 
 

@@ -77,43 +77,87 @@ class Paired:
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
     """The mean with a percentile bootstrap interval over questions."""
-    x = np.asarray(values, dtype=float)
-    if len(x) == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), 0)
-    m = float(x.mean())
-    if len(x) < 2 or np.ptp(x) == 0:
-        return Interval(m, m, m, len(x))   # no spread: every resample has the same mean
-    from scipy import stats
+    return mean_intervals([values], confidence)[0]
 
-    ci = stats.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile",
-                         random_state=np.random.default_rng(SEED)).confidence_interval
-    return Interval(m, float(ci.low), float(ci.high), len(x))
+
+def mean_intervals(samples: Sequence[Sequence[float]], confidence: float = 0.95) -> list[Interval]:
+    """`mean_interval` of each sample. Samples of one length are resampled in one scipy call (its
+    `axis`): the same seeded draws apply to every row, so each interval is the one a call of its own
+    gives, at a tenth of the cost (a 22-method experiment's first view: 529 intervals)."""
+    out: list[Optional[Interval]] = [None] * len(samples)
+    spread: dict[int, list[int]] = {}
+    arrays = [np.asarray(v, dtype=float) for v in samples]
+    for i, x in enumerate(arrays):
+        if len(x) == 0:
+            out[i] = Interval(float("nan"), float("nan"), float("nan"), 0)
+        elif len(x) < 2 or np.ptp(x) == 0:
+            out[i] = Interval(float(x.mean()), float(x.mean()), float(x.mean()), len(x))  # every resample alike
+        else:
+            spread.setdefault(len(x), []).append(i)
+    if spread:
+        from scipy import stats
+
+        for n, rows in spread.items():
+            x = np.stack([arrays[i] for i in rows])
+            ci = stats.bootstrap((x,), np.mean, axis=-1, confidence_level=confidence, n_resamples=RESAMPLES,
+                                 method="percentile", batch=_batch(x), random_state=np.random.default_rng(SEED)
+                                 ).confidence_interval
+            for j, i in enumerate(rows):
+                out[i] = Interval(float(arrays[i].mean()), float(ci.low[j]), float(ci.high[j]), n)
+    return out
+
+
+def _batch(x: np.ndarray) -> int:
+    """Resamples a scipy call draws at once: ~50 was fastest for 231 rows of 100 questions; fewer
+    for larger arrays, so a batch stays within ~4 M numbers. The draws do not depend on it."""
+    return int(max(1, min(50, 4_000_000 // max(1, x.size))))
 
 
 def paired(a_name: str, a: Sequence[float], b_name: str, b: Sequence[float]) -> Paired:
     """Mean per-question difference a − b with its 95 % interval, the two-sided paired randomization
     p-value and the win / tie / loss counts. `a` and `b` are aligned by question."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"paired scores need the same questions: {len(x)} vs {len(y)}")
-    d = x - y
-    n = len(d)
-    wins, losses = int((d > TIE).sum()), int((d < -TIE).sum())
-    if n == 0:
-        return Paired(a_name, b_name, 0, float("nan"), float("nan"), float("nan"), float("nan"), 0, 0, 0)
-    iv = mean_interval(d)
-    sd = float(d.std(ddof=1)) if n > 1 else 0.0
-    if n < 2 or not np.any(np.abs(d) > TIE):
-        # Every swap gives the same statistic, or one question (scipy needs two): nothing to tell apart.
-        p = 1.0
-    else:
+    return paired_many([(a_name, a, b_name, b)])[0]
+
+
+def paired_many(pairs: Sequence[tuple[str, Sequence[float], str, Sequence[float]]]) -> list[Paired]:
+    """`paired` of each (a name, a, b name, b). Swapping a question's two scores flips the sign of its
+    difference, so the randomization test runs on the differences (scipy's one-sample
+    `permutation_type="samples"` flips signs), and the differences of one length go in one scipy
+    call: the same p-values and intervals as a call a pair, ~10x faster."""
+    diffs = []
+    for _, a, _, b in pairs:
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if x.shape != y.shape:
+            raise ValueError(f"paired scores need the same questions: {len(x)} vs {len(y)}")
+        diffs.append(x - y)
+    intervals = mean_intervals(diffs)
+    p = [1.0] * len(diffs)
+    tested: dict[int, list[int]] = {}
+    for i, d in enumerate(diffs):
+        # One question (scipy needs two), or every swap gives the same statistic: nothing to tell apart.
+        if len(d) >= 2 and np.any(np.abs(d) > TIE):
+            tested.setdefault(len(d), []).append(i)
+    if tested:
         from scipy import stats
 
-        res = stats.permutation_test((x, y), lambda u, v, axis: np.mean(u - v, axis=axis), vectorized=True,
-                                     permutation_type="samples", alternative="two-sided", n_resamples=RESAMPLES,
-                                     random_state=np.random.default_rng(SEED))
-        p = float(min(1.0, res.pvalue))
-    return Paired(a_name, b_name, n, iv.mean, iv.low, iv.high, p, wins, n - wins - losses, losses, sd_diff=sd)
+        for rows in tested.values():
+            d = np.stack([diffs[i] for i in rows])
+            res = stats.permutation_test((d,), lambda u, axis: np.mean(u, axis=axis), vectorized=True, axis=-1,
+                                         permutation_type="samples", alternative="two-sided",
+                                         n_resamples=RESAMPLES, batch=_batch(d),
+                                         random_state=np.random.default_rng(SEED))
+            for j, i in enumerate(rows):
+                p[i] = float(min(1.0, np.atleast_1d(res.pvalue)[j]))
+    out = []
+    for (a_name, _, b_name, _), d, iv, pi in zip(pairs, diffs, intervals, p):
+        n = len(d)
+        if n == 0:
+            out.append(Paired(a_name, b_name, 0, float("nan"), float("nan"), float("nan"), float("nan"), 0, 0, 0))
+            continue
+        wins, losses = int((d > TIE).sum()), int((d < -TIE).sum())
+        out.append(Paired(a_name, b_name, n, iv.mean, iv.low, iv.high, pi, wins, n - wins - losses, losses,
+                          sd_diff=float(d.std(ddof=1)) if n > 1 else 0.0))
+    return out
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

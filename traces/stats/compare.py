@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from retrieval.bench.metrics import BUDGET, RANK_METRICS, parse_metric, per_question_scores
-from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
+from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_intervals, paired_many
 from retrieval.core.errors import InputError
 from retrieval.trace.gold import gold_presence
 
@@ -252,9 +252,9 @@ def _assemble(exp: Experiment, metric: str, k: int, methods: list[str], entries:
         if q not in common:
             reason = why(q) if all((m, q) in ran for m in methods) else "not run by every method"
             left_out.setdefault(reason, []).append(q)
-    means = {m: mean_interval([scores[m][q] for q in common]) for m in methods}
-    pairs = [paired(a, [scores[a][q] for q in common], b, [scores[b][q] for q in common])
-             for a, b in combinations(methods, 2)]
+    means = dict(zip(methods, mean_intervals([[scores[m][q] for q in common] for m in methods])))
+    pairs = paired_many([(a, [scores[a][q] for q in common], b, [scores[b][q] for q in common])
+                         for a, b in combinations(methods, 2)])
     if len(pairs) > 1:
         for p, adj in zip(pairs, holm([p.p for p in pairs])):
             p.p_adjusted = adj

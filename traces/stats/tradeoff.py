@@ -20,7 +20,7 @@ from itertools import combinations
 from typing import Optional, Sequence
 
 from retrieval.bench.metrics import allhit_at, recall_at
-from retrieval.bench.significance import paired
+from retrieval.bench.significance import paired_many
 
 READER_K = 5   # the shared answer step reads the top 5 (retrieval/methods/answer.py TOP_PASSAGES)
 
@@ -181,15 +181,18 @@ def verdicts_by_rep(rows: Sequence[dict], methods: Sequence[str], metric: str) -
     """Each pair's verdict (paired randomization test, α = 0.05) in each repetition alone."""
     reps = {m: per_rep(rows, m, metric) for m in methods}
     n = max((len(v) for v in reps.values()), default=0)
+    asked, slots = [], []   # every (pair, repetition) with questions in common, tested in one call
     out: dict[tuple[str, str], list[str]] = {}
     for a, b in combinations(methods, 2):
-        words = []
+        out[(a, b)] = ["not measured"] * n
         for rep in range(1, n + 1):
             sa, sb = reps[a].get(rep, {}), reps[b].get(rep, {})
             common = [q for q in sa if q in sb]
-            words.append(verdict_word(a, b, paired(a, [sa[q] for q in common], b, [sb[q] for q in common]))
-                         if common else "not measured")
-        out[(a, b)] = words
+            if common:
+                asked.append((a, [sa[q] for q in common], b, [sb[q] for q in common]))
+                slots.append((a, b, rep - 1))
+    for (a, b, i), p in zip(slots, paired_many(asked)):
+        out[(a, b)][i] = verdict_word(a, b, p)
     return out
 
 

@@ -207,7 +207,34 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def public_app(tmp_path_factory, name: str, **limits):
+@pytest.fixture(scope="session")
+def installed_traces(app_url, tmp_path_factory) -> Path:
+    """A trace file with the shipped experiment installed, as an app's first start leaves it
+    (~10 CPU s to install): the apps below start on a copy each, so it is installed once. The
+    install itself is what the app_url app and tests/test_shipped_experiment.py test."""
+    from traces.storage.shipped import install_for
+    from traces.storage.store import TraceStore
+
+    path = tmp_path_factory.mktemp("installed") / "traces.sqlite"
+    assert install_for(TraceStore(path), ["demo"]), "the shipped experiment of the demo KB"
+    return path
+
+
+def _traces_copy(installed: Path, folder: Path) -> Path:
+    """A copy through SQLite's backup: whole, with what the source's write-ahead log still holds."""
+    import sqlite3
+
+    out = folder / "traces.sqlite"
+    src, dst = sqlite3.connect(installed), sqlite3.connect(out)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    return out
+
+
+def public_app(tmp_path_factory, installed: Path, name: str, **limits):
     """The same KBs served in public mode, with a trace file of its own: (app, url)."""
     from dataclasses import replace
 
@@ -215,7 +242,7 @@ def public_app(tmp_path_factory, name: str, **limits):
     from ui.public import PublicLimits
     from ui.state import AppState
 
-    state = AppState(trace_path=tmp_path_factory.mktemp(name) / "traces.sqlite",
+    state = AppState(trace_path=_traces_copy(installed, tmp_path_factory.mktemp(name)),
                      public=replace(PublicLimits.from_env(public=True), **limits))
     app = build(state)
     url = serve_free(app, state)
@@ -223,7 +250,7 @@ def public_app(tmp_path_factory, name: str, **limits):
 
 
 @pytest.fixture(scope="module")
-def visitors_url(app_url, tmp_path_factory):
+def visitors_url(app_url, installed_traces, tmp_path_factory):
     """One public-mode app for every visitor test of test_app_visitors.py (an app's build and
     start is ~8 CPU s; three were built): room for 100 requests a minute, so the hostile uploads,
     not the rate limit, are what is tested (test_public_limits.py tests the limits), and the
@@ -246,19 +273,20 @@ def visitors_url(app_url, tmp_path_factory):
         load_plugin(str(folder / name))
     limit = ui.ask.PLUGIN_LIMIT_S
     ui.ask.PLUGIN_LIMIT_S = 2.0
-    app, url = public_app(tmp_path_factory, "visitors", requests_per_minute=100, requests_per_minute_per_address=100)
+    app, url = public_app(tmp_path_factory, installed_traces, "visitors", requests_per_minute=100,
+                          requests_per_minute_per_address=100)
     yield url
     app.close()
     ui.ask.PLUGIN_LIMIT_S = limit
 
 
 @pytest.fixture(scope="module")
-def shipped_url(app_url, tmp_path_factory):
+def shipped_url(app_url, installed_traces, tmp_path_factory):
     """The app as a first visitor meets it: the shipped showcase (five methods) on the test KB."""
     from ui.app import build
     from ui.state import AppState
 
-    state = AppState(trace_path=tmp_path_factory.mktemp("shipped") / "traces.sqlite")
+    state = AppState(trace_path=_traces_copy(installed_traces, tmp_path_factory.mktemp("shipped")))
     app = build(state)
     url = serve_free(app, state)
     yield url

@@ -86,7 +86,8 @@ def test_a_calibration_waits_for_our_own_busy_child_to_finish():
 
 
 @pytest.mark.alone
-def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):
+def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy, monkeypatch):
+    monkeypatch.setattr(idle, "SETTLE_S", 0.0)   # the verdict reads the samples; no server to spin down
     with idle.Watch(interval_s=0.5) as w:
         time.sleep(1.6)
     assert w.conditions.verdict == "under load" and w.conditions.others_cpu_max > idle.OTHERS_MAX
@@ -94,8 +95,9 @@ def test_a_busy_process_outside_ours_is_seen_and_our_own_children_are_not(busy):
 
 
 @pytest.mark.alone
-def test_our_own_work_does_not_count_as_load():
+def test_our_own_work_does_not_count_as_load(monkeypatch):
     """A recording's own threads and children (the model's server) keep the cores busy: idle."""
+    monkeypatch.setattr(idle, "SETTLE_S", 0.0)   # the samples are the subject, not the pause after
     child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
     try:
         table = idle._proc_table()
@@ -109,8 +111,11 @@ def test_our_own_work_does_not_count_as_load():
 
 
 @pytest.mark.alone
-def test_a_recording_on_a_loaded_machine_is_refused_or_marked(ctx, small_kb, tmp_path, busy, capsys):
+def test_a_recording_on_a_loaded_machine_is_refused_or_marked(ctx, small_kb, tmp_path, busy, capsys, monkeypatch):
     from retrieval.cli import main
+
+    # No pause for a model server to spin down (there is none here): 2 s of the suite's serial part.
+    monkeypatch.setattr(idle, "SETTLE_S", 0.0)
 
     argv = ["record-showcase", "--kb", str(small_kb), "--methods", "composed", "--questions", "1",
             "--out", str(tmp_path / "refused.json.gz")]

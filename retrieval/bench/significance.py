@@ -91,7 +91,8 @@ def mean_intervals(samples: Sequence[Sequence[float]], confidence: float = 0.95)
         if len(x) == 0:
             out[i] = Interval(float("nan"), float("nan"), float("nan"), 0)
         elif len(x) < 2 or np.ptp(x) == 0:
-            out[i] = Interval(float(x.mean()), float(x.mean()), float(x.mean()), len(x))  # every resample alike
+            m = float(x.mean())
+            out[i] = Interval(m, m, m, len(x))   # no spread: every resample has the same mean
         else:
             spread.setdefault(len(x), []).append(i)
     if spread:

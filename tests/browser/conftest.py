@@ -211,7 +211,8 @@ def pytest_runtest_makereport(item, call):
 def installed_traces(app_url, tmp_path_factory) -> Path:
     """A trace file with the shipped experiment installed, as an app's first start leaves it
     (~10 CPU s to install): the apps below start on a copy each, so it is installed once. The
-    install itself is what the app_url app and tests/test_shipped_experiment.py test."""
+    install itself is what the app_url app and tests/test_shipped_experiment.py test. After
+    app_url, which points the shipped folder at its own small recording while it builds."""
     from traces.storage.shipped import install_for
     from traces.storage.store import TraceStore
 

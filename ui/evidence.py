@@ -25,8 +25,8 @@ ROW_WIDTHS = ["13%", "35%", "5%", "6%", "6%", "7%", "14%", "14%"]
 
 class ComparisonCache:
     """compare() resamples every pair (~10 ms each, in one scipy call), and a judged metric reads
-    every run to follow the judged-relevant passages; a visitor switching the two methods of the same experiment and
-    metric, or opening a question's runs, must not pay it again. Keyed by (experiment, metric),
+    every run to follow the judged-relevant passages; a visitor switching the two methods of the
+    same experiment and metric, or opening a question's runs, must not pay it again. Keyed by (experiment, metric),
     and for a judged metric by whose judgments and their state, which changes with every grade; a
     running experiment is not cached, its runs are still coming (a paused one is: nothing
     comes until its next sitting, which installs it anew)."""

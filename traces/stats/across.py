@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from retrieval.bench.metrics import per_question_scores
-from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_interval, paired
+from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_intervals, paired_many
 from retrieval.core.errors import InputError
 
 from ..storage.experiments import Experiment, Experiments
@@ -70,14 +70,17 @@ def compare_across(experiments: Experiments, old: Experiment, new: Experiment, m
         shared = list(methods)
     if not shared:
         raise InputError(f"experiments {old.id[:12]} and {new.id[:12]} share no method scored with {metric}")
-    rows = []
+    news, olds = [], []
     for m in shared:
         common = [q for q in scores[old.id][m] if q in scores[new.id][m]]
         if not common:
             raise InputError(f"{m}: the two experiments share no question (paired by question id)")
-        a = [scores[new.id][m][q] for q in common]
-        b = [scores[old.id][m][q] for q in common]
-        rows.append(MethodChange(m, mean_interval(b), mean_interval(a), paired("new", a, "old", b)))
+        news.append([scores[new.id][m][q] for q in common])
+        olds.append([scores[old.id][m][q] for q in common])
+    # Every method's intervals and test resampled together (significance.paired_many): the same figures.
+    intervals = mean_intervals(olds + news)
+    changes = paired_many([("new", a, "old", b) for a, b in zip(news, olds)])
+    rows = [MethodChange(m, intervals[i], intervals[len(shared) + i], changes[i]) for i, m in enumerate(shared)]
     if len(rows) > 1:
         for r, adj in zip(rows, holm([r.change.p for r in rows])):
             r.change.p_adjusted = adj

@@ -180,6 +180,23 @@ class _Quiet:
         self.conditions = idle.judge(None, 20.0, 20.0, [0.0])
 
 
+def _stored_rows(traces: TraceStore, exp_id: str) -> dict:
+    """Each experiment run's stored rows, by (question, method, k, rep): its run row, stages and LLM
+    calls (ids and times of storing left out) and the run as read back."""
+    out = {}
+    for qid, method, k, rep, rid in traces.db.execute(
+            "SELECT question_id, method, k, rep, run_id FROM experiment_runs WHERE experiment_id = ?", [exp_id]):
+        run = traces.db.execute("SELECT kb, method, question, status, error, latency_ms, tokens_in, tokens_out, "
+                                "gold, recall, k FROM runs WHERE id = ?", [rid]).fetchone()
+        stages = traces.db.execute("SELECT seq, name, title, status, latency_ms, tokens_in, tokens_out, started_at "
+                                   "FROM stages WHERE run_id = ? ORDER BY seq", [rid]).fetchall()
+        calls = traces.db.execute("SELECT stage_seq, seq, model, prompt, completion, tokens_in, tokens_out, "
+                                  "latency_ms, cached, error FROM llm_calls WHERE run_id = ? ORDER BY stage_seq, seq",
+                                  [rid]).fetchall()
+        out[(qid, method, k, rep)] = (run, traces.load_run(rid)[0], stages, calls)
+    return out
+
+
 def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx, tmp_path, monkeypatch):
     experiments, exp, _, qs, sitting, _ = _recorded(ctx, tmp_path, monkeypatch)
     recording.close_sitting(experiments, exp, sitting, qs)
@@ -188,6 +205,9 @@ def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx
     traces = TraceStore(tmp_path / "public.sqlite")
     installed = shipped.install(traces, out)
     assert shipped.shipped_ids(traces) == [installed.id] and shipped.reserved_bytes(traces) > 0
+    # Installed straight from the file's dicts (insert_run_dict): the rows and runs the recording stored.
+    recorded, copied = _stored_rows(experiments.traces, exp.id), _stored_rows(traces, installed.id)
+    assert recorded == copied and len(recorded) == 2 and any(calls for *_, calls in recorded.values())
     # An app started again on this file knows the file's bytes: it does not read the recording again.
     with monkeypatch.context() as m:
         m.setattr(shipped, "read", lambda path: pytest.fail("read again: " + str(path)))

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from retrieval.core import gcpause
 from retrieval.core.errors import HopTraceError
 from retrieval.showcase import read_recording, write_recording
-from retrieval.trace.model import RunResult, dumps
+from retrieval.trace.model import dumps
 
 from .experiments import Experiment, Experiments
 from .store import TraceStore, unpack
@@ -90,6 +91,13 @@ def install(traces: TraceStore, path: Path, doc: Optional[dict] = None) -> Optio
     `doc`: the file as `read` returned it, when the caller has read it already."""
     if not path.exists():
         return None
+    # Until the parsed file is dropped: the collector's passes over its millions of objects were
+    # ~1 s of storing its runs (retrieval/core/gcpause.py).
+    with gcpause.paused():
+        return _install(traces, path, doc)
+
+
+def _install(traces: TraceStore, path: Path, doc: Optional[dict]) -> Optional[Experiment]:
     experiments = Experiments(traces)
     # The file's bytes name it: an app restarted on an installed version does not read ~160 MB
     # of JSON again (6 s of CPU each start) to find the same stamp.
@@ -116,8 +124,7 @@ def install(traces: TraceStore, path: Path, doc: Optional[dict] = None) -> Optio
             "spec": json.dumps(spec, default=str), "summary": json.dumps(x["summary"]) if x["summary"] else None}])
         gold = {q["id"]: q.get("gold", []) for q in spec.get("questions", [])}
         for seq, e in enumerate(doc["entries"]):
-            run = RunResult.from_dict(e["run"])
-            rid = traces.insert_run(con, session, x["kb"], run, gold.get(e["question_id"], []), e["k"])
+            rid = traces.insert_run_dict(con, session, x["kb"], e["run"], gold.get(e["question_id"], []), e["k"])
             traces._insert(con, "experiment_runs", [{
                 "experiment_id": x["id"], "question_id": e["question_id"], "method": e["method"], "k": e["k"],
                 "rep": e["rep"], "run_id": rid, "seq": seq, "row": dumps(e["row"]).decode(),

@@ -113,3 +113,32 @@ def test_a_method_reusing_a_shared_encoding_is_charged_its_cost(ctx):
     # outside a request nothing is shared and nothing is charged
     alone = count_reused(make_method("composed", ctx).run(Q, k=5))
     assert not any("reused" in s.payload for s in alone.stages)
+
+
+def test_one_process_at_a_time_makes_an_export_and_the_others_find_it_made(tmp_path):
+    """The suite's three workers share one models folder and start together: each exported the
+    same model beside the others (~10 CPU s each). Here three makers of one file, on threads with
+    a lock file each opened apart, as processes do: one makes it, two wait and find it."""
+    import threading
+    import time
+
+    from retrieval.encoders.onnx import _making
+
+    path, log = tmp_path / "m.onnx", []
+
+    def maker(i: int) -> None:
+        with _making(path):
+            log.append(("in", i))
+            if not path.exists():
+                time.sleep(0.2)
+                path.write_text(str(i))
+                log.append(("made", i))
+            log.append(("out", i))
+
+    threads = [threading.Thread(target=maker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [kind for kind, _ in log] == ["in", "made", "out", "in", "out", "in", "out"], log
+    assert sum(kind == "made" for kind, _ in log) == 1 and (tmp_path / "m.onnx.lock").exists()

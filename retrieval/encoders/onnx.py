@@ -14,8 +14,9 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -105,7 +106,9 @@ class OnnxEncoder:
         path = cache_dir() / "models" / f"{embedder.name}.onnx"
         try:
             if not path.exists():
-                _export(embedder, path)
+                with _making(path):
+                    if not path.exists():   # another process made it while this one waited
+                        _export(embedder, path)
             if precision == "int8":
                 path = _quantised(path)
             session = _session(ort, path, threads, slot)
@@ -177,6 +180,13 @@ def _quantised(fp32: Path) -> Path:
     path = fp32.with_name(fp32.stem + ".int8-matmul-per-channel.onnx")  # the recipe in the name: no stale twin
     if path.exists():
         return path
+    with _making(path):
+        if not path.exists():
+            _quantise(fp32, path)
+    return path
+
+
+def _quantise(fp32: Path, path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = path.with_suffix(f".{os.getpid()}.partial")   # as in _export: a name of this process's own
@@ -188,7 +198,23 @@ def _quantised(fp32: Path) -> Path:
     finally:
         root.disabled = was
     tmp.rename(path)
-    return path
+
+
+@contextmanager
+def _making(path: Path) -> Iterator[None]:
+    """One process at a time makes `path`; the others wait for it and then find it made. Processes
+    sharing a home start together (the app and a CLI build; the suite's three workers, which each
+    spent ~10 CPU s exporting the same model beside the others). Each writes under a name of its
+    own and renames the whole file into place, so a reader never sees half of one either way."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _export(embedder: Loaded, path: Path) -> None:

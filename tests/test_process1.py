@@ -93,7 +93,7 @@ def test_the_dockerfile_declares_what_the_space_runs():
     assert env.get("HOPTRACE_PERSIST_DIR") == "/data", "traces go to the Space's persistent storage when it has one"
 
 
-def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path):
+def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path, small_kb):
     if not shutil.which("unshare") or not _can(["unshare", "--pid", "--fork", "--mount-proc", "true"]):
         pytest.skip("PID namespaces are not allowed here (unshare --pid failed): cannot run the app as process 1")
     env_file, _, cmd = dockerfile()
@@ -119,6 +119,17 @@ def test_sigterm_stops_the_app_as_process_1_and_it_writes_only_its_home(tmp_path
         pytest.skip("mounts are not allowed here (mount --bind in a new namespace failed): the app's /tmp "
                     "cannot be its own")
     (home / "app").mkdir(parents=True)
+    # What the image's home holds from its build (the Dockerfile's `hoptrace build --demo`): the demo
+    # KB, here the session's small KB, and the query encoder's ONNX export. Started without them the
+    # app built the demo at its first start, which a Space never does (~20 CPU s of the suite's time).
+    from retrieval.core.paths import cache_dir
+
+    image_home = home / ".cache" / "hoptrace"
+    (image_home / "kbs").mkdir(parents=True)
+    shutil.copyfile(small_kb, image_home / "kbs" / "demo.sqlite")
+    (image_home / "models").mkdir()
+    for onnx in (cache_dir() / "models").glob("*.onnx"):
+        shutil.copyfile(onnx, image_home / "models" / onnx.name)
     python = Path(sys.executable)
     as_uid = [] if os.geteuid() != 0 else ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
     if as_uid and not _can(as_uid + [str(python), "-c", "import gradio, retrieval.api"]):

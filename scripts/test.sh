@@ -64,6 +64,11 @@ fi
 [ $rc2 -eq 5 ] && rc2=0
 echo "suite wall time: $(( $(date +%s) - start )) s (set-up excluded) on $(.venv/bin/python -c \
   'from retrieval.core.cpu import describe; print(describe())')"
+# How fast the host ran just after: the same runs of the same suite here read 572-682 s as the
+# host's speed drifted (shared cores), and this fixed single-threaded workload, timed by the idle
+# watch (retrieval/core/idle.py), read ~30 ms on the Xeon in good spells and 55-70 ms in slow ones.
+echo "host speed after the run: $(.venv/bin/python -c \
+  'from retrieval.core.idle import calibrate; print(round(calibrate(5), 1))') ms for the idle watch's calibration workload (lower is faster)"
 # pytest's closing lines once more, last: the lines a reader (and CI) looks for.
 grep -E "^(=+ )?[0-9]+ (passed|failed)|^(=+ )?(no tests ran|[0-9]+ error)" "$log" | tail -2
 [ $rc -ne 0 ] && exit $rc

@@ -188,8 +188,11 @@ def _wire_readiness(shell, backends_for, pickers: list) -> gr.Timer:
 
     def refresh(name, who, before, armed_at):
         building = tuple(state.building_kbs())
-        if building:
-            armed_at = 0.0   # the build's status is seen: from here it keeps the timer on, until it ends
+        if building or (armed_at and state.builds_ended_at.get(who or "", 0.0) >= armed_at):
+            # The build's status is seen (from here it keeps the timer on, until it ends), or this
+            # visitor's build has ended since the page armed: a tick sent before `builds_done` turned
+            # the timer off carried the old arming, and its answer turned it on again for ARM_S.
+            armed_at = 0.0
         seen = (name, state.readiness(name), building)
         tick = gr.Timer(active=bool(building) or time.time() - (armed_at or 0.0) < ARM_S)
         if seen == before:
@@ -205,7 +208,11 @@ def _wire_readiness(shell, backends_for, pickers: list) -> gr.Timer:
     shell.watch_builds = (lambda: (gr.Timer(active=True), time.time()), None, [timer, armed])
     # What it chains after the build's handler ends: a build of three passages ended between two
     # ticks, never seen, and the page polled for ARM_S more.
-    shell.builds_done = (lambda: (gr.Timer(active=bool(state.building_kbs())), 0.0), None, [timer, armed])
+    def builds_done(who):
+        state.builds_ended_at[who or ""] = time.time()
+        return gr.Timer(active=bool(state.building_kbs())), 0.0
+
+    shell.builds_done = (builds_done, [visitor], [timer, armed])
     return timer   # turned on at arrival by the header's load (`_wire_arrival`) when a build is alive
 
 

@@ -44,6 +44,8 @@ class AppState:
         self.live_llm = LiveRuns(self.public.llm_requests_per_address)
         self.llm_queue = LLMQueue.from_env()
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
+        # visitor → when their last Index-tab build ended (ui/app.py `_wire_readiness`); one float a visitor who built
+        self.builds_ended_at: dict[str, float] = {}
         # HOPTRACE_TRACES: another trace file (the load test keeps its runs out of the user's)
         self.traces = TraceStore(trace_path or default_path(), recover=True)
         self.traces_kept = True  # False: the trace file does not survive a restart (ui/storage.py)

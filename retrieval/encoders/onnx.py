@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -105,10 +105,7 @@ class OnnxEncoder:
         tokenizer = embedder.fast_tokenizer() or embedder.model.tokenizer
         path = cache_dir() / "models" / f"{embedder.name}.onnx"
         try:
-            if not path.exists():
-                with _making(path):
-                    if not path.exists():   # another process made it while this one waited
-                        _export(embedder, path)
+            _made_once(path, lambda: _export(embedder, path))
             if precision == "int8":
                 path = _quantised(path)
             session = _session(ort, path, threads, slot)
@@ -178,11 +175,7 @@ def _quantised(fp32: Path) -> Path:
     tensor moved vectors to cosine ~0.96 of fp32's; per-channel MatMul-only keeps ~0.993
     at the same speed (measured on 2Wiki texts, docs/profiles.md)."""
     path = fp32.with_name(fp32.stem + ".int8-matmul-per-channel.onnx")  # the recipe in the name: no stale twin
-    if path.exists():
-        return path
-    with _making(path):
-        if not path.exists():
-            _quantise(fp32, path)
+    _made_once(path, lambda: _quantise(fp32, path))
     return path
 
 
@@ -198,6 +191,16 @@ def _quantise(fp32: Path, path: Path) -> None:
     finally:
         root.disabled = was
     tmp.rename(path)
+
+
+def _made_once(path: Path, make: Callable[[], None]) -> None:
+    """`make()` unless `path` exists, checked again once this process holds the lock (another
+    process may have made it while this one waited)."""
+    if path.exists():
+        return
+    with _making(path):
+        if not path.exists():
+            make()
 
 
 @contextmanager

@@ -82,7 +82,9 @@ def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_b
         "In which city was the inventor of the Varga loom born?", "Who invented the Varga loom?", [], [],
         [("Varga loom", "The Varga loom is a hand loom invented by the weaver Ilona Varga in 1921. She was "
                         "born in Szeged and later taught weaving in Budapest.")], True)
-    marked = evaluate_schema(2)
+    # One observation: the model copies the passage into each, and a second copy was ~33 tokens of
+    # each reply that the mark's check does not need (issue 72: the suite's time).
+    marked = evaluate_schema(1)
 
     def write(schema: dict) -> tuple[str, int]:
         llm.reset()  # the same prompt evaluation both times

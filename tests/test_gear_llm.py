@@ -3,9 +3,8 @@ question."""
 import dataclasses
 
 import pytest
-from embedded import TEST_MODEL
+from embedded import TEST_MODEL, cached_calls, real_llm
 
-from retrieval.llm import LLMSettings, get_llm
 from retrieval.methods import make_method
 
 pytestmark = pytest.mark.slow
@@ -13,9 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def llm():
-    # No response cache: another test (the app's live stage) may have asked the same prompts, and a
-    # reply served from the cache would pass this test without the model writing anything.
-    return get_llm(LLMSettings.parse("local", cache=False)).start()
+    return real_llm()
 
 
 def test_gear_with_the_embedded_model(ctx, llm):
@@ -32,6 +29,6 @@ def test_gear_with_the_embedded_model(ctx, llm):
     assert all(len(t) == 3 for t in read.payload["proximal_triples"])
     assert next(s for s in run.stages if s.name == "reason_1").payload["answerable"] in (True, False)
     assert run.tokens_in == sum(c.tokens_in for s in run.stages for c in s.llm_calls)
-    assert not any(c.cached for s in run.stages for c in s.llm_calls)
+    assert not cached_calls(run)
     assert run.answer and isinstance(run.answer, str)
     assert "embedded llama.cpp" in llm.describe()

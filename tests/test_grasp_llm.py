@@ -2,16 +2,15 @@
 import dataclasses
 
 import pytest
-from embedded import TEST_MODEL
+from embedded import TEST_MODEL, cached_calls, real_llm
 
-from retrieval.llm import LLMSettings, get_llm
 from retrieval.methods import make_method
 
 pytestmark = pytest.mark.slow
 
 
 def test_grasp_with_the_embedded_model(ctx):
-    llm = get_llm(LLMSettings.parse("local", cache=False)).start()  # the model writes every reply
+    llm = real_llm()
     q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
     # One sub-agent of one round: every stage the paper names runs on the real model; several
     # sub-agents and rounds are the control flow tests/test_grasp.py drives with the scripted double.
@@ -21,5 +20,6 @@ def test_grasp_with_the_embedded_model(ctx):
     assert len(plan["sub_questions"]) == 1
     assert any(s.name == "synthesis" for s in run.stages) and run.answer
     calls = [c for s in run.stages for c in s.llm_calls]
-    assert calls and all(c.model == TEST_MODEL and c.tokens_in > 0 and not c.cached for c in calls)
+    assert calls and all(c.model == TEST_MODEL and c.tokens_in > 0 for c in calls)
+    assert not cached_calls(run)
     assert run.ranked

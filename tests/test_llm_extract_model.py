@@ -2,9 +2,9 @@
 import dataclasses
 
 import pytest
+from embedded import real_llm
 
 from retrieval.kb.extract.llm import TASKS, llm_extractors
-from retrieval.llm import LLMSettings, get_llm
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def test_embedded_model_extracts_triples_events_and_propositions(small_corpus):
     # (GRASP A.1.5), so both passages go in one request. The second passage's triples and events
     # were a third of the test's ~930 tokens written (issue 72: the suite's time).
     reads = {"triples": passages[:1], "events": passages[:1], "propositions": passages}
-    llm = get_llm(LLMSettings.parse("local", cache=False)).start()  # the model writes every reply
+    llm = real_llm()
     out = {ex.task.layer: (ex, list(ex.extract(reads[ex.task.layer])))
            for ex in llm_extractors(llm, TASKS, batch_size=2)}
     for layer, (ex, results) in out.items():
@@ -42,7 +42,7 @@ def test_embedded_model_extracts_triples_events_and_propositions(small_corpus):
 
 def test_embedded_model_reads_a_passage_once_for_all_three_layers(small_corpus):
     (passage,) = [p for p in small_corpus[0] if p.title == "Journal of Psychotherapy Integration"]
-    llm = get_llm(LLMSettings.parse("local", cache=False)).start()  # the model writes every reply
+    llm = real_llm()
     (ex,) = llm_extractors(llm, TASKS, reads="one")
     (res,) = list(ex.extract([passage]))
     assert res.failed is None, res.failed

@@ -224,9 +224,9 @@ def test_public_mode_caps_generation():
 
 def test_the_embedded_model_generates_and_checks_a_question(tmp_path, small_kb):
     """The real local LLM, once: one candidate of the small KB through compose and every probe."""
-    from retrieval.llm import LLMSettings, get_llm
+    from embedded import cached_calls, real_llm
 
-    llm = get_llm(LLMSettings.parse("local", cache=False)).start()  # the model writes every reply
+    llm = real_llm()
     traces = TraceStore(tmp_path / "traces.sqlite")
     rep = generate_set(traces, "small", small_kb, "real", 1, llm, max_tries=2)
     assert 1 <= len(rep.rows) <= 2
@@ -234,4 +234,4 @@ def test_the_embedded_model_generates_and_checks_a_question(tmp_path, small_kb):
         assert r.question and (r.kept or r.reason), r
         assert r.run_id and traces.load_run(r.run_id)[0].method == "qgen"
         run = traces.load_run(r.run_id)[0]
-        assert run.tokens_in > 0 and not any(c.cached for s in run.stages for c in s.llm_calls)
+        assert run.tokens_in > 0 and not cached_calls(run)

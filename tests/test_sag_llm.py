@@ -2,17 +2,15 @@
 import dataclasses
 
 import pytest
+from embedded import cached_calls, real_llm
 
-from retrieval.llm import LLMSettings, get_llm
 from retrieval.methods import make_method
 
 pytestmark = pytest.mark.slow
 
 
 def test_sag_with_the_embedded_model(ctx):
-    # No response cache: the app's live-stage test asks SAG the same question, and in one suite run
-    # this test was served every reply from its cache (0.3 s) without the model writing anything.
-    llm = get_llm(LLMSettings.parse("local", cache=False)).start()
+    llm = real_llm()
     q = "Who was the first president of the association which published Journal of Psychotherapy Integration?"
     run = make_method("sag", dataclasses.replace(ctx, llm=llm), k_cand=15).run(q, k=5)
     assert run.status == "ok", run.error
@@ -23,4 +21,4 @@ def test_sag_with_the_embedded_model(ctx):
     assert rerank.llm_calls and rerank.llm_calls[0].tokens_in > 200
     assert 1 <= len(rerank.payload["selected"]) <= 5
     assert run.tokens_in == sum(c.tokens_in for s in run.stages for c in s.llm_calls)
-    assert not any(c.cached for s in run.stages for c in s.llm_calls)
+    assert not cached_calls(run)

@@ -122,23 +122,23 @@ def test_one_process_at_a_time_makes_an_export_and_the_others_find_it_made(tmp_p
     import threading
     import time
 
-    from retrieval.encoders.onnx import _making
+    from retrieval.encoders.onnx import _made_once
 
     path, log = tmp_path / "m.onnx", []
 
+    def make(i: int) -> None:
+        time.sleep(0.2)   # long enough for the others to be waiting on the lock
+        path.write_text(str(i))
+        log.append(("made", i))
+
     def maker(i: int) -> None:
-        with _making(path):
-            log.append(("in", i))
-            if not path.exists():
-                time.sleep(0.2)
-                path.write_text(str(i))
-                log.append(("made", i))
-            log.append(("out", i))
+        _made_once(path, lambda: make(i))
+        log.append(("found", i))
 
     threads = [threading.Thread(target=maker, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert [kind for kind, _ in log] == ["in", "made", "out", "in", "out", "in", "out"], log
-    assert sum(kind == "made" for kind, _ in log) == 1 and (tmp_path / "m.onnx.lock").exists()
+    assert [kind for kind, _ in log] == ["made", "found", "found", "found"], log
+    assert path.read_text() == str(log[0][1]) and (tmp_path / "m.onnx.lock").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import pytest
 from openinference.semconv.trace import DocumentAttributes, MessageAttributes, RerankerAttributes, SpanAttributes
@@ -254,3 +255,132 @@ def test_public_mode_sends_spans_only_where_the_operator_said(tmp_path, monkeypa
     live = live_export(None)
     assert live.url == "http://127.0.0.1:9/v1/traces"
     live.shutdown()
+
+
+# --- a bulk export that loses nothing -------------------------------------------------------------
+class _Throttled:
+    """A real OTLP/HTTP receiver on loopback that refuses and stalls batches on a schedule, as a
+    collector on two busy cores does: every 3rd request answers 503, every 5th is held past the
+    client's time-out and dropped unread; the rest are decoded and their span ids kept."""
+
+    def __init__(self, refuse_every: int = 3, stall_every: int = 5, stall_s: float = 1.5, fail_after: int = 0):
+        import http.server
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        self.span_ids: set[bytes] = set()
+        self.trace_ids: set[bytes] = set()
+        self.requests = self.refused = self.stalled = 0
+        me = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                me.requests += 1
+                n = me.requests
+                if fail_after and n > fail_after or refuse_every and n % refuse_every == 0:
+                    me.refused += 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                if stall_every and n % stall_every == 0:
+                    me.stalled += 1
+                    time.sleep(stall_s)
+                    return   # the client gave up: nothing stored, no answer
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                for rs in req.resource_spans:
+                    for ss in rs.scope_spans:
+                        for sp in ss.spans:
+                            me.span_ids.add(sp.span_id)
+                            me.trace_ids.add(sp.trace_id)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def many_runs(tmp_path_factory):
+    """300 stored runs (2,400 spans): the size at which a queue-and-drop export lost spans."""
+    path = tmp_path_factory.mktemp("bulk") / "traces.sqlite"
+    store = TraceStore(path)
+    sid = store.new_session("demo", "Q")
+    ids = [store.save_run(sid, "demo", _run(m), GOLD) for m in ("sag", "griever", "gear") * 100]
+    return path, ids
+
+
+def _sent_span_ids(path, ids) -> set[bytes]:
+    reader = TraceReader(path)
+    out = set()
+    for rid in ids:
+        run, info = reader.load_run(rid)
+        out |= {s.context.span_id.to_bytes(8, "big") for s in run_spans(run, RunContext(
+            rid, info["session_id"], info["kb"], tuple(info["gold"])))}
+    reader.close()
+    return out
+
+
+def test_a_receiver_that_refuses_and_stalls_batches_ends_up_with_every_span(many_runs, monkeypatch):
+    from traces.otel import export
+    from traces.otel.export import export_stored, otlp_exporter
+
+    monkeypatch.setattr(export, "BACKOFF_S", (0.05, 0.2))
+    path, ids = many_runs
+    recv = _Throttled()
+    reader = TraceReader(path)
+    try:
+        rep = export_stored(reader, ids, otlp_exporter(recv.url, timeout_s=0.5), recv.url,
+                            texts=PassageTexts(lambda kb: path.parent / "none.sqlite"), deadline_s=120)
+    finally:
+        reader.close()
+        recv.close()
+    expected = _sent_span_ids(path, ids)
+    assert recv.refused >= 3 and recv.stalled >= 2, "the receiver must have refused and stalled batches"
+    assert rep.undelivered == [] and rep.runs == 300 and rep.spans == len(expected) == 2400
+    assert recv.span_ids == expected, f"the receiver holds {len(recv.span_ids)} of {len(expected)} spans"
+    assert len(recv.trace_ids) == 300 and rep.retries >= recv.refused // 2
+    assert rep.line().endswith(f"0 lost; {rep.retries} batches sent again after a refusal or time-out")
+
+
+def test_a_deadline_that_passes_names_the_undelivered_runs_and_the_resume_sends_exactly_those(
+        many_runs, tmp_path, monkeypatch, capsys):
+    from retrieval.cli import main
+    from traces.otel import export
+
+    monkeypatch.setattr(export, "BACKOFF_S", (0.05, 0.1))
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
+    path, ids = many_runs
+    first = ids[:100]
+    # A receiver that takes the reachability check and 3 batches (60 runs), then refuses everything
+    # until a 3-second deadline has passed.
+    down = _Throttled(refuse_every=0, stall_every=0, fail_after=4)
+    try:
+        rc = main(["export", "--otlp", down.url, "--runs", ",".join(first), "--traces", str(path),
+                   "--deadline", "0.05"])
+    finally:
+        down.close()
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "exported 60 runs as 480 spans" in out and "40 runs NOT delivered by the deadline" in out
+    resume = next((tmp_path / "exports").glob("undelivered-*.txt"))
+    listed = [x for x in resume.read_text().splitlines() if not x.startswith("#")]
+    assert listed == first[60:] and f"--resume {resume}" in out and first[60] in out
+    up = _Throttled(refuse_every=0, stall_every=0)
+    try:
+        assert main(["export", "--otlp", up.url, "--resume", str(resume), "--traces", str(path)]) == 0
+    finally:
+        up.close()
+    assert up.span_ids == _sent_span_ids(path, first[60:])
+    assert (down.span_ids | up.span_ids) == _sent_span_ids(path, first)
+    assert "exported 40 runs as 320 spans" in capsys.readouterr().out

@@ -274,11 +274,11 @@ def test_runs_resumed_on_another_machine_are_scored_and_their_times_kept_apart()
     assert s["timed_elsewhere"] == {b: {"questions": 2, "latency_ms_p50": 300.0, "cpu_s_per_question": None}}
     exp.summary = {"methods": {"m": s}}
     board = leaderboard.build(exp)
-    assert board.rows[0].cells["s / question (p50)"] == 1.0 and "1.0*" in board.text()
+    assert board.rows[0].cells[leaderboard.RETRIEVAL_S] == 1.0 and "1.000*" in board.text()
     assert f"times on {a}, idle (runs also on {b}: scored, their times kept apart, marked *)" in board.setting
     assert f"* m: times over 3 of 5 questions, run on {a}; 2 on {b} are scored, their times not" in board.text()
     html = evidence.leaderboard_html(exp)
-    assert f"1.0<sup class='ht-apart' title='m: times over 3 of 5 questions, run on {a}; 2 on {b} (p50 0.3 s)" in html
+    assert f"1.000<sup class='ht-apart' title='m: times over 3 of 5 questions, run on {a}; 2 on {b} (p50 0.3 s)" in html
     # The lab's quality-against-cost chart: CPU seconds of the experiment's machine only.
     from traces.stats import tradeoff
 

@@ -107,10 +107,25 @@ def test_flagged_verdicts_and_the_spread_from_hand_made_repetitions():
         rows.append(_row(f"q{i}", "b", em=0.0 if i % 2 else 1.0, rep=2))
     words = tradeoff.verdicts_by_rep(rows, ["a", "b"], "em")
     assert words[("a", "b")] == ["a better", "inconclusive"]
-    flags = tradeoff.flags(rows, ["a", "b"], "em")
-    assert [f.text() for f in flags] == ["a vs b: rep 1: a better · rep 2: inconclusive"]
+    flags, compared = tradeoff.flags(rows, ["a", "b"], "em")
+    assert [f.text() for f in flags] == ["a vs b: rep 1: a better · rep 2: inconclusive"] and compared == 1
     assert tradeoff.spread(rows, "a", "em") == pytest.approx(statistics.stdev([1.0, 0.5]))
-    assert tradeoff.flags([r for r in rows if r["rep"] == 1], ["a", "b"], "em") == []
+    assert tradeoff.flags([r for r in rows if r["rep"] == 1], ["a", "b"], "em") == ([], 0)
+
+
+def test_a_method_measured_once_is_no_change_of_verdict():
+    # As in the shipped experiment: the LLM methods a and b repeat, the LLM-free c runs once. Only
+    # a vs b had two measured repetitions; a–c and b–c read "not measured" in rep 2, which is no change.
+    rows = []
+    for i in range(12):
+        rows += [_row(f"q{i}", "a", em=1.0, rep=1), _row(f"q{i}", "b", em=0.0, rep=1),
+                 _row(f"q{i}", "c", em=0.0, rep=1),
+                 _row(f"q{i}", "a", em=1.0 if i % 4 == 0 else 0.0, rep=2), _row(f"q{i}", "b", em=0.0, rep=2)]
+    words = tradeoff.verdicts_by_rep(rows, ["a", "b", "c"], "em")
+    assert words[("a", "c")] == ["a better", "not measured"] and words[("b", "c")][1] == "not measured"
+    flags, compared = tradeoff.flags(rows, ["a", "b", "c"], "em")
+    assert [f.text() for f in flags] == ["a vs b: rep 1: a better · rep 2: inconclusive"]
+    assert compared == 1
 
 
 def test_the_budget_metric_against_a_hand_count(small_store):

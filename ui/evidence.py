@@ -311,13 +311,18 @@ def tradeoff_html(c) -> str:
                 "<table class='ht-table' id='exp-answer-split'><tr><th>method</th>"
                 + "".join(f"<th>{x}</th>" for x in cols) + f"</tr>{rows}</table>")
     if c.repeat > 1:
+        from traces.stats.compare import pairs_line
+
+        compared = f"<span class='ht-meta' id='exp-flag-pairs'>{esc(pairs_line(c))}.</span>"
         if c.flags:
             out += ("<div class='ht-stale' id='exp-flags'><b>Verdicts that changed between repetitions</b> "
-                    f"({esc(c.metric)}): one run of the benchmark could have shown either.<ul>"
+                    f"({esc(c.metric)}): one run of the benchmark could have shown either. {compared}<ul>"
                     + "".join(f"<li>{esc(f.text())}</li>" for f in c.flags) + "</ul></div>")
+        elif c.flag_pairs:
+            out += (f"<p class='ht-meta' id='exp-flags'>No verdict on {esc(c.metric)} changed between "
+                    f"repetitions. {compared}</p>")
         else:
-            out += (f"<p class='ht-meta' id='exp-flags'>Every pair's verdict on {esc(c.metric)} was the same in all "
-                    f"{c.repeat} repetitions.</p>")
+            out += f"<p class='ht-meta' id='exp-flags'>{compared}</p>"
     return out
 
 
@@ -470,14 +475,14 @@ def experiment_rows(experiments: Experiments, owner: Optional[str], shipped: Seq
 def across_html(experiments: Experiments, old: Experiment, new: Experiment, metric: str) -> str:
     """`compare OLD --against NEW` in the page: what differs between the two, then each method's
     change with its interval and paired test, gains green and losses red."""
-    from traces.stats.across import compare_across
+    from traces.stats.across import compare_across, differences
 
+    if old.id == new.id:
+        raise InputError("pick another experiment to compare with: this one is the experiment open above, "
+                         "and compared with itself nothing changes")
     c = compare_across(experiments, old, new, metric)
     esc = render.esc
-    differs = [f"{name}: {esc(str(a))} → {esc(str(b))}" for name, a, b in (
-        ("KB", f"{old.kb} ({old.kb_fingerprint})", f"{new.kb} ({new.kb_fingerprint})"),
-        ("LLM", old.llm, new.llm), ("code", old.code_version, new.code_version),
-        ("machine", old.machine, new.machine)) if a != b]
+    differs = [f"<b>{esc(what)}</b>: {esc(how)}" for what, how in differences(old, new)]
     body = ""
     for r in c.rows:
         p = r.change

@@ -69,6 +69,34 @@ def _settings(pairs: list[str]) -> dict:
     return out
 
 
+def _experiments():
+    """The stored experiments, with the shipped ones installed first, as the app installs them at
+    its start: a fresh home's `compare`, `judge` or `experiments` sees the experiment the README
+    points to without the app having run. Said in one line when an install happens."""
+    from traces.storage.experiments import Experiments
+
+    store = _trace_store()
+    ensure_shipped(store)
+    return Experiments(store)
+
+
+def ensure_shipped(store) -> list[str]:
+    """Every shipped experiment file's experiment in `store` (installed once per version)."""
+    import time
+
+    from traces.storage import shipped
+
+    before = set(shipped.shipped_ids(store))
+    t0 = time.perf_counter()
+    kbs = sorted(p.name.removesuffix(".json.xz") for p in shipped.SHIPPED_DIR.glob("*.json.xz"))
+    exps = shipped.install_for(store, kbs)
+    for e in exps:
+        if e.id not in before:
+            print(f"hoptrace: installed the shipped experiment {e.id[:12]} (KB {e.kb}, {len(e.methods)} methods) "
+                  f"into {store.path} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return [e.id for e in exps]
+
+
 def _trace_store():
     from traces.storage.store import TraceStore, default_path
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError, InputError, KBError
 from . import qgen
-from .common import _context, _llm_args, _trace_store, plugin_args
+from .common import _context, _experiments, _llm_args, _trace_store, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -152,10 +152,9 @@ def _read_questions(path: Path, kb: str):
 def cmd_judge(args) -> int:
     from traces.judging import measured as judge_defaults
     from traces.judging.service import judge_experiment
-    from traces.storage.experiments import Experiments
 
 
-    experiments = Experiments(_trace_store())
+    experiments = _experiments()
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.queue is not None:
@@ -238,11 +237,10 @@ def cmd_judge_validity(args) -> int:
     from dataclasses import asdict
 
     from traces.judging.validity import measure
-    from traces.storage.experiments import Experiments
 
     from ..store import open_store
 
-    experiments = Experiments(_trace_store())
+    experiments = _experiments()
     exp = experiments.get(args.experiment)
     if args.simulate_person:
         return _simulate(experiments, exp, args)

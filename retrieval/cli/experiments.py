@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import ConfigError, InputError
-from .common import _trace_store, plugin_args
+from .common import _experiments, _trace_store, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -18,6 +18,11 @@ def add_parsers(sub) -> None:
     what.add_argument("--session", metavar="ID", help="the runs of one session (an Ask request)")
     what.add_argument("--runs", metavar="IDS", help="run ids, comma-separated")
     what.add_argument("--experiment", metavar="ID", help="every run of a stored experiment (bench, reproduce)")
+    what.add_argument("--resume", metavar="FILE", help="the runs an earlier export could not deliver by its deadline "
+                                                      "(the file it named)")
+    xp.add_argument("--deadline", type=float, default=30.0, metavar="MINUTES",
+                    help="keep resending a refused or timed-out batch, with backoff, until this many minutes have "
+                         "passed; then name the runs not delivered (default 30)")
     xp.add_argument("--traces", metavar="PATH", default=None,
                     help="the trace file to read (default $HOPTRACE_HOME/traces.sqlite); opened read-only")
 
@@ -47,49 +52,79 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from traces.otel.export import JsonlFileExporter, check_reachable, endpoint_url, export_stored, otlp_exporter
+    from traces.otel.export import (
+        JsonlFileExporter,
+        check_reachable,
+        endpoint_url,
+        export_stored,
+        otlp_exporter,
+        read_undelivered,
+        write_undelivered,
+    )
     from traces.storage.store import TraceReader, default_path
 
+    from ..core.paths import home as hoptrace_home
+
     where = endpoint_url(args.otlp) if args.otlp else args.file  # a malformed URL is named first
+    if args.deadline <= 0:
+        raise InputError(f"--deadline must be a positive number of minutes, got {args.deadline:g}")
+    if args.experiment and not args.traces:
+        # The shipped experiment is there for the CLI too, installed as the app installs it.
+        from .common import ensure_shipped
+
+        ensure_shipped(_trace_store())
     reader = TraceReader(args.traces or default_path())
     try:
-        ids = reader.run_ids(runs=(args.runs or "").split(","), session=args.session, experiment=args.experiment)
+        if args.resume:
+            ids = reader.run_ids(runs=read_undelivered(Path(args.resume)), session=None, experiment=None)
+        else:
+            ids = reader.run_ids(runs=(args.runs or "").split(","), session=args.session, experiment=args.experiment)
         if args.otlp:
             check_reachable(where)
-            exporter = otlp_exporter(where)
+            exporter = otlp_exporter(where, timeout_s=min(10.0, args.deadline * 60))
         else:
             try:
                 exporter = JsonlFileExporter(Path(args.file))
             except OSError as e:
                 raise InputError(f"cannot write {args.file}: {e.strerror}") from e
-        rep = export_stored(reader, ids, exporter, where)
+        rep = export_stored(reader, ids, exporter, where, deadline_s=args.deadline * 60)
     finally:
         reader.close()
-    print(f"exported {rep.runs} runs as {rep.spans} spans to {where} in {rep.seconds} s"
-          + (f"; {rep.failed_spans} spans were refused or lost" if rep.failed_spans else ""))
-    return 1 if rep.failed_spans else 0
+    print(rep.line())
+    if rep.undelivered:
+        import time
+
+        path = write_undelivered(hoptrace_home() / "exports" / f"undelivered-{time.strftime('%Y%m%d-%H%M%S')}.txt",
+                                 where, rep.undelivered)
+        shown = ", ".join(rep.undelivered[:5]) + (", …" if len(rep.undelivered) > 5 else "")
+        print(f"not delivered: {len(rep.undelivered)} runs ({shown}), listed in {path}\n"
+              f"send exactly those: hoptrace export {'--otlp ' + args.otlp if args.otlp else '--file OTHER.jsonl'} "
+              f"--resume {path}")
+        return 1
+    return 0
 
 
 def cmd_experiments(args) -> int:
-    from traces.storage.experiments import Experiments
+    from traces.storage.shipped import shipped_ids
 
-    exps = Experiments(_trace_store()).list(limit=args.limit)
+    experiments = _experiments()
+    shipped = set(shipped_ids(experiments.traces))
+    exps = experiments.list(limit=args.limit)
     if args.json:
-        print(json.dumps([e.__dict__ for e in exps], indent=1, default=str))
+        print(json.dumps([{**e.__dict__, "shipped": e.id in shipped} for e in exps], indent=1, default=str))
         return 0
     if not exps:
         print("no experiments stored yet: `hoptrace bench` or `hoptrace reproduce` make one")
         return 0
     for e in exps:
-        print(f"{e.describe()} · {e.provenance()}")
+        print(f"{e.describe()} · {e.provenance()}" + (" · shipped (data/experiments)" if e.id in shipped else ""))
     return 0
 
 
 def cmd_compare(args) -> int:
     from traces.stats.compare import compare, render_text, write_html
-    from traces.storage.experiments import Experiments
 
-    experiments = Experiments(_trace_store())
+    experiments = _experiments()
     exp = experiments.get(args.experiment)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.against:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import InputError
-from .common import _trace_store, plugin_args
+from .common import _experiments, plugin_args
 
 
 def add_parsers(sub) -> None:
@@ -44,10 +44,10 @@ def cmd_methods(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from traces.storage.experiments import Experiments, kb_fingerprint, question_record
+    from traces.storage.experiments import kb_fingerprint, question_record
     from traces.storage.runfiles import export_run, import_run, read_run
 
-    exps = Experiments(_trace_store())
+    exps = _experiments()
     if args.runs_command == "export":
         exp = exps.get(args.experiment)
         text = export_run(exps, exp, args.method, args.tag, args.k)

@@ -6,7 +6,7 @@ import time
 
 from ..core.errors import ConfigError
 from ..core.paths import resolve_kb
-from .common import _draft_arg, _llm_args, _trace_store
+from .common import _draft_arg, _experiments, _llm_args, _trace_store
 
 
 def add_parsers(qs) -> None:
@@ -132,9 +132,8 @@ def cmd_review(args, kb: str) -> int:
 def cmd_validity(args, kb: str) -> int:
     from traces.judging.validity import rank_agreement
     from traces.stats.compare import compare
-    from traces.storage.experiments import Experiments
 
-    exps = Experiments(_trace_store())
+    exps = _experiments()
     real, gen = exps.get(args.real), exps.get(args.generated)
     ra = rank_agreement(compare(exps, real, args.metric), compare(exps, gen, args.metric))
     print(f"{args.metric}: real questions (experiment {real.id[:12]}, {len(real.questions)} q) vs generated "

@@ -87,11 +87,35 @@ def compare_across(experiments: Experiments, old: Experiment, new: Experiment, m
     return Across(old, new, metric, rows, sorted((held_old ^ held_new) - set(shared)))
 
 
+def differences(old: Experiment, new: Experiment) -> list[tuple[str, str]]:
+    """(what, how it differs) for each of methods, questions, KB, LLM, code and machine that the
+    two experiments do not share; what they share is left out."""
+    def listed(xs) -> str:
+        xs = list(xs)
+        return ", ".join(xs[:6]) + (f" and {len(xs) - 6} more" if len(xs) > 6 else "")
+
+    out = []
+    gone, added = [m for m in old.methods if m not in new.methods], [m for m in new.methods if m not in old.methods]
+    if gone or added:
+        out.append(("methods", "; ".join(x for x in (f"only before: {listed(gone)}" if gone else "",
+                                                     f"only after: {listed(added)}" if added else "") if x)))
+    qa, qb = {q["id"] for q in old.questions}, {q["id"] for q in new.questions}
+    if qa != qb:
+        out.append(("questions", f"{len(qa)} → {len(qb)}, {len(qa & qb)} shared"))
+    for what, a, b in (("KB", f"{old.kb} ({old.kb_fingerprint})", f"{new.kb} ({new.kb_fingerprint})"),
+                       ("LLM", old.llm, new.llm), ("code", old.code_version, new.code_version),
+                       ("machine", old.machine or "not recorded", new.machine or "not recorded")):
+        if a != b:
+            out.append((what, f"{a} → {b}"))
+    return out
+
+
 def render_across(c: Across) -> str:
     lines = [f"old: experiment {c.old.id} · KB {c.old.kb} ({c.old.kb_fingerprint}) · {c.old.provenance()}",
              f"new: experiment {c.new.id} · KB {c.new.kb} ({c.new.kb_fingerprint}) · {c.new.provenance()}",
              f"{c.metric}, questions paired by id; change = new − old, 95 % bootstrap interval, paired "
              f"randomization test" + (f", Holm-adjusted over {len(c.rows)} methods" if len(c.rows) > 1 else ""),
+             "what differs: " + ("; ".join(f"{w}: {d}" for w, d in differences(c.old, c.new)) or "nothing recorded"),
              "",
              f"  {'method':<20} {'n':>4} {'old':>7} {'new':>7}  {'change [95 % CI]':<26} {'p':>7} {'p adj':>7}"
              f"  better/same/worse  verdict"]

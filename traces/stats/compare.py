@@ -58,6 +58,7 @@ class Comparison:
     answers: list = field(default_factory=list)        # AnswerSplit per method that answered
     tradeoff: list = field(default_factory=list)       # TradeOff per method
     flags: list = field(default_factory=list)          # Flag per pair whose verdict differs between repetitions
+    flag_pairs: int = 0                                # pairs with two measured repetitions to compare
     repeat: int = 1
     budget: Optional[int] = None
 
@@ -119,7 +120,7 @@ class Comparison:
                 "repetitions": self.repeat, "budget": self.budget,
                 "answer_split": [a.to_json() for a in self.answers],
                 "tradeoff": [t.to_json() for t in self.tradeoff],
-                "flagged_verdicts": [f.to_json() for f in self.flags],
+                "flagged_verdicts": [f.to_json() for f in self.flags], "pairs_with_repetitions": self.flag_pairs,
                 "by_hops": self.by_hops, "by_type": self.by_type, "per_question": self.rows}
 
 
@@ -164,7 +165,7 @@ def _add_tradeoff(c: "Comparison", exp: Experiment, rows: list[dict], methods: S
     c.budget = tradeoff.budget_of(exp.spec.get("args"))
     c.answers = [s for m in methods if (s := tradeoff.answer_split(rows, m)) is not None]
     c.tradeoff = tradeoff.tradeoffs(rows, methods, k, c.budget, machine=exp.machine)
-    c.flags = tradeoff.flags(rows, methods, metric)
+    c.flags, c.flag_pairs = tradeoff.flags(rows, methods, metric)
 
 
 def check_measured(exp: Experiment, metric: str) -> None:
@@ -367,9 +368,16 @@ def _tradeoff_text(c: Comparison) -> list[str]:
                 out.append(f"    {a.count(cell):>3}  {tradeoff.CELL_TEXT[cell].format(k=a.k)}"
                            + (f"  ({shown})" if qs else ""))
     if c.repeat > 1:
-        out += ["", f"verdicts on {c.metric} in each of the {c.repeat} repetitions:"]
+        out += ["", f"verdicts on {c.metric} in each of the {c.repeat} repetitions ({pairs_line(c)}):"]
         out += [f"  FLAGGED {f.text()}" for f in c.flags] or ["  no verdict changed between repetitions"]
     return out
+
+
+def pairs_line(c: Comparison) -> str:
+    """How many pairs the repetitions box could compare, out of all."""
+    n = len(c.methods) * (len(c.methods) - 1) // 2
+    return (f"{c.flag_pairs} of {n} method pairs had a second measured repetition to compare; "
+            "the others include a method that ran once")
 
 
 def means_figure(c: Comparison):

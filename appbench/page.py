@@ -98,7 +98,7 @@ def _tail(log: Path, chars: int = 2000) -> str:
 
 
 @contextmanager
-def started_app(env_extra: dict | None = None) -> Iterator[str]:
+def started_app(env_extra: dict | None = None, app_dir: Path = REPO_ROOT) -> Iterator[str]:
     """The app (spawn_app) with the user's environment plus `env_extra`; yields its URL and stops
     it by its pid. The seconds from spawn to the first answer are kept in `_started[url]`."""
     if not demo_path().exists():
@@ -106,7 +106,7 @@ def started_app(env_extra: dict | None = None) -> Iterator[str]:
     if not Path(CHROMIUM).exists():
         raise ConfigError(f"{CHROMIUM} is missing (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="hoptrace-bench-app-") as tmp:
-        proc, url, seconds = spawn_app(dict(os.environ, **(env_extra or {})), Path(tmp) / "app.log")
+        proc, url, seconds = spawn_app(dict(os.environ, **(env_extra or {})), Path(tmp) / "app.log", app_dir)
         try:
             _started[url] = seconds
             yield url

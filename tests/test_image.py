@@ -136,3 +136,20 @@ def test_the_rehearsal_sends_the_context_docker_would(tmp_path):
         (tmp_path / rel).write_text("x")
     (tmp_path / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
     assert sorted(context_files(tmp_path)) == [".dockerignore", "app.py", "docs/out/keep.md", "retrieval/api.py"]
+
+
+def test_the_recorded_container_check_is_of_these_image_inputs():
+    """The image's build and its container check take tens of minutes, so they run by hand, not in
+    CI; this fails when an input of the image (scripts/image.py INPUTS: the Dockerfile,
+    .dockerignore, setup.sh, pyproject.toml, app.py, the start-up code) changed since the check
+    last passed and was recorded, so the record cannot silently describe another image."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from image import RECORD, inputs_hash, recorded_hash
+    finally:
+        sys.path.pop(0)
+    assert RECORD.exists(), f"{RECORD} is missing: run .venv/bin/python scripts/check_image.py --build --record"
+    assert recorded_hash(RECORD) == inputs_hash(), (
+        "an input of the Space's image changed since its container check last passed: run "
+        ".venv/bin/python scripts/check_image.py --build --record (about 25 minutes on 2 cores) and commit "
+        f"{RECORD.relative_to(ROOT)}")

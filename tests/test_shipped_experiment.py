@@ -308,9 +308,11 @@ def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
     assert "id='exp-across'" in pages[1] and "<td>bm25</td><td>2</td>" in pages[1]
 
 
-def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_questions():
+def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_questions(tmp_path, monkeypatch,
+                                                                                          capsys):
     """The file in the repository, named here (a test may point SHIPPED_DIR elsewhere). A change to a
-    method's code or prompts makes its runs stale: `hoptrace record-experiment --rerecord METHOD`."""
+    method's code or prompts makes its runs stale: `hoptrace record-experiment --rerecord METHOD`.
+    A fresh home's `hoptrace experiments` installs and lists it, marked shipped."""
     import gzip
     from pathlib import Path
 
@@ -341,3 +343,17 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     for it in showcase_doc["items"]:
         for m in shared:
             assert it["runs"][m]["latency_ms"] == latency[(ids[it["question"]], m)], (m, it["question"])
+    # The CLI sees it on a fresh home without the app having run (the file already parsed above is
+    # handed to the install, which otherwise reads it again).
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
+    monkeypatch.delenv("HOPTRACE_TRACES", raising=False)
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", path.parent)
+    monkeypatch.setattr(shipped, "read", lambda p: doc)
+    capsys.readouterr()
+    assert main(["experiments"]) == 0
+    out, err = capsys.readouterr()
+    exp_id = doc["experiment"]["id"]
+    assert f"hoptrace: installed the shipped experiment {exp_id[:12]} (KB demo, 22 methods) into " in err
+    assert err.count("installed the shipped experiment") == 1
+    assert out.startswith(exp_id[:12]) and out.strip().endswith("· shipped (data/experiments)")
+    assert main(["experiments"]) == 0 and "installed" not in capsys.readouterr().err   # once per version

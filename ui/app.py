@@ -34,6 +34,7 @@ from traces.storage.shipped import install_for
 from . import early_map, evidence, idle_frames, messages, pages, render, static_cache
 from .judging import JUDGE_KEYS_JS
 from .lifecycle import stop_on_signals
+from .llm_order import Estimates
 from .public import PublicLimits, new_visitor_id
 from .public import banner as public_banner
 from .state import AppState
@@ -60,7 +61,12 @@ def build(state: AppState) -> gr.Blocks:
                             all_methods=method_names(), experiments=Experiments(state.traces),
                             comparisons=evidence.ComparisonCache())
     # The lab opens on the shipped experiment: installed once per version, its first view computed ahead.
-    state.shipped = [e.id for e in install_for(state.traces, [v for _, v in kb_choices])]
+    shipped = install_for(state.traces, [v for _, v in kb_choices])
+    state.shipped = [e.id for e in shipped]
+    if shipped:   # what a waiting LLM column's estimate rests on before this machine has run the method
+        from retrieval.core.idle import calibrate
+
+        state.estimates = Estimates(shipped[0], calibrate)
     threading.Thread(target=evidence.warm, args=(shell.comparisons, shell.experiments, state.shipped),
                      name="warm-lab", daemon=True).start()
 

@@ -17,6 +17,7 @@ from retrieval.methods import make_method, uses_llm
 from retrieval.methods.plugins import user_methods
 from retrieval.trace.model import RunResult, Stage, count_reused
 
+from . import llm_order
 from .state import AppState
 
 MAX_METHODS = 8
@@ -78,6 +79,40 @@ class _Live:
 CPU_LANES = concurrent.futures.ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="cpu-lane")
 
 
+def _one_call_at_a_time(llm) -> bool:
+    """A model that serves its calls one at a time (the embedded one, an endpoint set to 1)."""
+    settings = getattr(llm, "settings", None)
+    return settings is not None and settings.backend != "none" and settings.max_concurrency == 1
+
+
+def _take_turns(state: AppState, llm: list[str], work, events: "queue.Queue") -> None:
+    """The request's LLM methods, one after another, shortest expected first, once the requests
+    that arrived earlier are through (ui/llm_order.py). Each waiting column says after whom it
+    starts, about when, and how much work it is, with what the estimate rests on."""
+    order = llm_order.plan(llm, state.estimates)
+    ticket, n_before, before_s = state.model_turns.take(sum(e.seconds for _, e in order))
+
+    def announce(first: int, others: int, others_s: float) -> None:
+        """Each method from `first` on, not started: after the methods ahead of it in this request
+        (the one running, order[first - 1], among them) and the `others` requests ahead."""
+        for j in range(first, len(order)):
+            m, own = order[j]
+            ahead = order[max(0, first - 1):j]
+            start_in = others_s + sum(e.seconds for _, e in ahead)
+            st = Stage("queued", "Waiting for its turn at the model", time.time())
+            st.report(llm="queued", text=llm_order.waiting_text([x for x, _ in ahead], start_in, own, others))
+            events.put((m, _Live(st)))
+
+    def chain() -> None:
+        announce(0, n_before, before_s)
+        with state.model_turns.turn(ticket):
+            for i, (m, _) in enumerate(order):
+                announce(i + 1, 0, 0.0)
+                work(m)
+
+    threading.Thread(target=chain, daemon=True, name="run-llm-turns").start()
+
+
 def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str], k: int,
                      griever_settings: Optional[dict] = None, answer: bool = False,
                      owner: str = "") -> Iterator[Progress]:
@@ -101,6 +136,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     cut: set[str] = set()   # user methods cut off at PLUGIN_LIMIT_S
 
     def work(name: str) -> None:
+        t0 = time.perf_counter()
         try:
             settings = griever_settings if name.startswith("griever") else {}
             method = make_method(name, ctx, **(settings or {}))
@@ -115,6 +151,9 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
             run = RunResult(name, question, status="error", error=f"{type(e).__name__}: {e}")
         if name in cut:
             return   # its column already says it was cut off, and that run is stored
+        calls = [c for st in run.stages for c in st.llm_calls]
+        if run.status == "ok" and calls and not any(c.cached for c in calls):
+            state.estimates.observe(name, time.perf_counter() - t0)
         try:
             rid = state.traces.save_run(sid, kb, run, gold, k)
         except Exception as e:
@@ -132,8 +171,11 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     cutoff = {m: time.time() + PLUGIN_LIMIT_S for m in methods if m in yours}
     if fast:
         CPU_LANES.submit(lambda: [work(n) for n in fast])
+    llm = [m for m in methods if m not in fast and m not in yours]
+    if llm and _one_call_at_a_time(ctx.llm):
+        _take_turns(state, llm, work, events)
     for m in methods:
-        if m not in fast:
+        if m not in fast and not (m in llm and _one_call_at_a_time(ctx.llm)):
             threading.Thread(target=work, args=(m,), daemon=True, name=f"run-{m}").start()
     with _in_flight_lock:
         _in_flight[0] += 1

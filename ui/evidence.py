@@ -185,6 +185,11 @@ def view(cache: ComparisonCache, experiments: Experiments, exp: Experiment, metr
     table = (f"<table class='ht-table' id='exp-means'><tr><th></th><th>method</th><th>{render.esc(metric)} [95 % CI]"
              f"</th><th>significantly better than (p &lt; 0.05{', Holm' if len(c.pairs) > 1 else ''})</th></tr>"
              f"{rows}</table>")
+    top = max(c.methods, key=lambda m: c.means[m].mean) if c.methods else ""
+    table = fold(f"<b>Each method's {render.esc(metric)} with its 95 % interval, and the methods it beats</b> "
+                 f"({len(c.methods)} methods; best mean: {render.esc(top)}"
+                 + (f" {c.means[top].mean:.3f}" if top else "") + ")", table, "exp-means-fold",
+                 open_=len(c.methods) <= 6)
     if pair is not None:
         if pair.significant:
             word = f"<b>{render.esc(a if pair.mean_diff > 0 else b)}</b> is better, significantly"
@@ -291,10 +296,11 @@ def tradeoff_html(c) -> str:
     # spread, so it is drawn only for an experiment that has them.
     out = ""
     if c.budget or c.repeat > 1:
-        out = (f"<h4>The whole trade-off</h4><p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
-               "Money from each run's recorded tokens and the model's price; the embedded model costs $0 and "
-               "shows its CPU seconds.</p><table class='ht-table' id='exp-tradeoff'><tr>"
-               + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{body}</table>")
+        out = fold("<b>The whole trade-off</b>: answers, recall at the context budget, spread and cost a method",
+                   f"<p class='ht-meta'>Answers from each method's top {READER_K}{reps}. "
+                   "Money from each run's recorded tokens and the model's price; the embedded model costs $0 and "
+                   "shows its CPU seconds.</p><table class='ht-table' id='exp-tradeoff'><tr>"
+                   + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{body}</table>", "exp-tradeoff-fold")
     if c.answers:
         cols = ["gold in, right", "gold in, wrong: <b>reader lost it</b>", "gold missed, right",
                 "gold missed, wrong: <b>retriever lost it</b>"]
@@ -305,19 +311,25 @@ def tradeoff_html(c) -> str:
 
         rows = "".join(f"<tr><td>{esc(sp.method)}</td>" + "".join(cell(sp, x) for x in CELLS) + "</tr>"
                        for sp in c.answers)
-        out += (f"<p class='ht-meta'>Where the answers were lost (gold = every gold passage in the reader's top "
-                f"{READER_K}; right = exact match{'; first repetition' if c.repeat > 1 else ''}). "
-                "Click a count (or pick its cell in <i>Show questions</i> below) to list its questions.</p>"
-                "<table class='ht-table' id='exp-answer-split'><tr><th>method</th>"
-                + "".join(f"<th>{x}</th>" for x in cols) + f"</tr>{rows}</table>")
+        lost = {x: sum(sp.count(x) for sp in c.answers) for x in CELLS}
+        out += fold("<b>Where the answers were lost</b>: the reader or the retriever, a method a row "
+                    f"({lost[CELLS[1]]} runs lost by the reader, {lost[CELLS[3]]} by the retriever)",
+                    f"<p class='ht-meta'>Gold = every gold passage in the reader's top "
+                    f"{READER_K}; right = exact match{'; first repetition' if c.repeat > 1 else ''}. "
+                    "Click a count (or pick its cell in <i>Show questions</i> below) to list its questions.</p>"
+                    "<table class='ht-table' id='exp-answer-split'><tr><th>method</th>"
+                    + "".join(f"<th>{x}</th>" for x in cols) + f"</tr>{rows}</table>", "exp-answer-fold")
     if c.repeat > 1:
         from traces.stats.compare import pairs_line
 
         compared = f"<span class='ht-meta' id='exp-flag-pairs'>{esc(pairs_line(c))}.</span>"
         if c.flags:
-            out += ("<div class='ht-stale' id='exp-flags'><b>Verdicts that changed between repetitions</b> "
-                    f"({esc(c.metric)}): one run of the benchmark could have shown either. {compared}<ul>"
-                    + "".join(f"<li>{esc(f.text())}</li>" for f in c.flags) + "</ul></div>")
+            out += ("<div class='ht-stale' id='exp-flags'>"
+                    + fold(f"<b>{len(c.flags)} verdict{'s' if len(c.flags) != 1 else ''} changed between "
+                           f"repetitions</b> ({esc(c.metric)}): one run of the benchmark could have shown either",
+                           f"{compared}<ul>" + "".join(f"<li>{esc(f.text())}</li>" for f in c.flags) + "</ul>",
+                           open_=len(c.flags) <= 3)
+                    + "</div>")
         elif c.flag_pairs:
             out += (f"<p class='ht-meta' id='exp-flags'>No verdict on {esc(c.metric)} changed between "
                     f"repetitions. {compared}</p>")
@@ -358,6 +370,13 @@ def tradeoff_figure(c):
                       xaxis_title="$ a question" if use_usd else "CPU seconds a question ($0: no priced LLM)",
                       yaxis_title="EM" if quality == "em" else "recall@5")
     return fig
+
+
+def fold(summary_html: str, body_html: str, elem_id: str = "", open_: bool = False) -> str:
+    """A folded panel: the lab shows what each table says in one line and opens the rest on a click
+    (with everything unfolded the shipped experiment's view was 9,416 px tall at 1440x900)."""
+    attrs = (f" id='{elem_id}'" if elem_id else "") + (" open" if open_ else "")
+    return f"<details class='ht-fold'{attrs}><summary>{summary_html}</summary>{body_html}</details>"
 
 
 def _lost(where: list[str]) -> str:
@@ -447,8 +466,11 @@ def leaderboard_html(exp: Experiment) -> str:
                   "the charts below compare the methods that share the most questions.</p>")
     return (f"<div id='exp-leaderboard'><p class='ht-meta' id='exp-setting'>{esc(board.setting)}</p>{status}"
             f"<table class='ht-table'><tr><th>method</th>{heads}<th>$ / question</th>"
-            f"<th>$ at {esc(NAMED_MODEL)}</th></tr>{body}</table><p class='ht-meta'>"
-            + "<br>".join(esc(n) for n in board.notes) + f"<br>{bold}</p></div>")
+            f"<th>$ at {esc(NAMED_MODEL)}</th></tr>{body}</table>"
+            + fold(f"<span class='ht-meta'>{esc(bold)} Notes on the times, the prices and stable@5 "
+                   f"({len(board.notes)})</span>", "<p class='ht-meta'>" + "<br>".join(esc(n) for n in board.notes)
+                   + "</p>", "exp-notes")
+            + "</div>")
 
 
 EXPERIMENT_COLUMNS = ["when", "KB", "questions", "methods", "LLM", "code", "machine", "status", "id"]

@@ -22,6 +22,7 @@ from retrieval.store import open_store
 from traces.storage.retention import Pruner, Retention
 from traces.storage.store import TraceStore, default_path
 
+from .llm_order import Estimates, ModelTurns
 from .llm_queue import LLMQueue
 from .public import KBOwners, LimitError, LiveRuns, PublicLimits, RateLimiter, client_address
 
@@ -43,6 +44,11 @@ class AppState:
         self.address_rate = RateLimiter(self.public.requests_per_minute_per_address, who="address")
         self.live_llm = LiveRuns(self.public.llm_requests_per_address)
         self.llm_queue = LLMQueue.from_env()
+        # A model that serves one call at a time takes one request's LLM methods shortest first,
+        # and requests in arrival order (ui/llm_order.py); ui/app.py gives the estimates the
+        # shipped experiment once it is installed.
+        self.estimates = Estimates()
+        self.model_turns = ModelTurns()
         self.kb_owners = KBOwners(kb_dir() / "owners.json")
         # visitor → when their last Index-tab build ended (ui/app.py `_wire_readiness`); one float a visitor who built
         self.builds_ended_at: dict[str, float] = {}

@@ -86,15 +86,24 @@ def ensure_shipped(store) -> list[str]:
 
     from traces.storage import shipped
 
+    from ..core.errors import HopTraceError
+
     before = set(shipped.shipped_ids(store))
-    t0 = time.perf_counter()
-    kbs = sorted(p.name.removesuffix(".json.xz") for p in shipped.SHIPPED_DIR.glob("*.json.xz"))
-    exps = shipped.install_for(store, kbs)
-    for e in exps:
+    out = []
+    for path in sorted(shipped.SHIPPED_DIR.glob("*.json.xz")):
+        t0 = time.perf_counter()
+        try:
+            e = shipped.install(store, path)
+        except HopTraceError as err:   # a damaged file is named; the command goes on without it
+            print(f"hoptrace: warning: {err}", file=sys.stderr)
+            continue
+        if e is None:
+            continue
+        out.append(e.id)
         if e.id not in before:
             print(f"hoptrace: installed the shipped experiment {e.id[:12]} (KB {e.kb}, {len(e.methods)} methods) "
                   f"into {store.path} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    return [e.id for e in exps]
+    return out
 
 
 def _trace_store():

@@ -15,8 +15,8 @@ def add_parsers(sub) -> None:
     ba.add_argument("--methods", default="bm25,dense,composed,griever", help="load test: methods a request")
     ba.add_argument("--solo", type=int, default=20, help="load test: single-user requests measured first")
     ba.add_argument("--max-requests", type=int, default=2000, help="load test: bound on requests in all")
-    ba.add_argument("--app-dir", type=Path, default=None, help="load test: the app.py of another checkout "
-                                                               "(before/after)")
+    ba.add_argument("--app-dir", type=Path, default=None, help="load test and --together: the app.py of another "
+                                                               "checkout (before/after)")
     ba.add_argument("--compare-bench", action="store_true",
                     help="load test: then run `bench` on the first 40 demo questions for the LLM-free methods, back "
                          "to back and with 500 ms idle before each, and set each column's latency beside both")
@@ -24,6 +24,12 @@ def add_parsers(sub) -> None:
     ba.add_argument("--first-start", action="store_true",
                     help="start the app as on a fresh machine (an empty home: the demo KB builds in the background) "
                          "and time the page, each method's first answered question and the demo's whole build")
+    ba.add_argument("--together", type=int, default=0, metavar="N",
+                    help="the LLM methods asked together in the page against each alone, on N new questions with "
+                         "the response cache off (appbench/together.py)")
+    ba.add_argument("--together-methods", default="gear,sag,grasp", help="with --together: the methods")
+    ba.add_argument("--shots", type=Path, default=None, help="with --together: a folder for a screenshot of the "
+                                                            "columns while the last method waits")
     ba.add_argument("--first-methods", default="bm25,dense,griever", help="with --first-start: methods asked, in order")
     ba.add_argument("--hop-maps", action="store_true",
                     help="the hop maps instead: every stage of the showcase drawn (overlapping labels, smallest label, "
@@ -54,6 +60,13 @@ def cmd_bench_app(args) -> int:
         from appbench.hopmap import bench_hop_maps
 
         print(json.dumps(bench_hop_maps(args.recording, app=not args.no_app), indent=1, ensure_ascii=False))
+        return 0
+    if args.together:
+        from appbench.together import together
+
+        methods = tuple(m.strip() for m in args.together_methods.split(",") if m.strip())
+        res = together(args.together, methods, args.app_dir, args.shots)
+        print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1))
         return 0
     if args.first_start:
         from appbench.first_start import first_start

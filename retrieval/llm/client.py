@@ -127,7 +127,10 @@ class LLM:
         try:
             if stage is not None and ahead > 0:
                 stage.report(llm="waiting", purpose=purpose, ahead=ahead)
+            asked = time.perf_counter()
             with self._slots:
+                if stage is not None:
+                    stage.wait_ms = round(stage.wait_ms + (time.perf_counter() - asked) * 1000, 3)
                 backend = self.backend
                 if stage is None or not getattr(backend, "streams", False):
                     return backend.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,

@@ -35,6 +35,8 @@ CSS = """
 .ht-stale{background:#fff7ed;border:1px solid #f97316;border-radius:4px;padding:1px 4px;font-size:.8em;margin:2px 0;
   line-height:1.3}
 .ht-meta{color:#71717a;font-size:.85em}
+details.ht-fold{margin:4px 0}details.ht-fold>summary{cursor:pointer;font-size:.9em;color:#3f3f46}
+details.ht-fold>summary b{color:#18181b}
 .ht-table{border-collapse:collapse;font-size:.82em;width:100%;table-layout:fixed}
 table.ht-table td,table.ht-table th{border:0!important;border-bottom:1px solid #e4e4e7!important;
   padding:1px 4px!important;text-align:left;overflow-wrap:break-word;line-height:1.35}
@@ -163,8 +165,16 @@ def stage_html(st: Stage, gold: set[str], open_: bool = False, method: str = "",
     inside = f"<div><b>{esc(st.title)}</b></div>{msg}{payload_html(st.payload, gold)}{calls}" if body else BODY_TO_COME
     return (f"<details class='ht-stage {esc(st.status)}' {'open' if open_ else ''}>"
             f"<summary title='{esc(st.title)}'>{mark} {graph}<span class='ht-meta'>{esc(st.name)} · "
-            f"{_latency(st.latency_ms, reused_ms(st))} · tok {st.tokens_in}/{st.tokens_out}</span></summary>"
-            f"{inside}</details>")
+            f"{_latency(st.latency_ms, reused_ms(st))}{_waited(st)} · tok {st.tokens_in}/{st.tokens_out}</span>"
+            f"</summary>{inside}</details>")
+
+
+def _waited(st: Stage) -> str:
+    """How much of a stage's time was waiting for the model rather than its own work."""
+    wait = getattr(st, "wait_ms", 0.0) or 0.0
+    if wait < 100:
+        return ""
+    return f" ({wait / 1000:.1f} s waiting for the LLM, {max(0.0, st.latency_ms - wait) / 1000:.1f} s working)"
 
 
 def machine_text(run: RunResult) -> str:
@@ -238,6 +248,9 @@ def live_html(st: Stage) -> str:
     elapsed = max(0.0, time.time() - st.started_at)
     what = p.get("llm")
     purpose = esc(p.get("purpose", ""))
+    if what == "queued":   # a method waiting for its turn at the model (ui/llm_order.py)
+        return (f"<div class='ht-stage ht-live ht-queued'><span class='ht-meta'>{esc(p.get('text', ''))} · "
+                f"waiting {elapsed:.0f} s so far</span></div>")
     if what == "waiting":
         n = int(p.get("ahead", 1))
         doing = f"waiting for the LLM ({n} request{'s' if n != 1 else ''} ahead) · {purpose}"
@@ -276,7 +289,9 @@ def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold
         if run.answer is not None:
             head += f"<div class='ht-answer'><b>Answer</b>: {esc(run.answer)}</div>"
     elif running:
-        head += f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>"
+        queued = live is not None and live.progress.get("llm") == "queued" and not stages
+        head += ("<div class='ht-meta'>waiting for its turn at the model</div>" if queued else
+                 f"<div class='ht-meta'>running… {len(stages)} stage(s) so far</div>")
     def one(s: Stage) -> str:
         if cache is None:
             return stage_html(s, gold, method=method if graph_links else "", body=bodies)

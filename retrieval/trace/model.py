@@ -142,6 +142,9 @@ class Stage:
     payload: dict = field(default_factory=dict)
     subgraph: Optional[Subgraph] = None
     llm_calls: list[LLMCall] = field(default_factory=list)
+    # Of latency_ms, the time its LLM calls waited for a slot at a model that serves one call at a
+    # time (another request's calls ahead): latency_ms - wait_ms is the stage's own work.
+    wait_ms: float = 0.0
 
     def graph(self) -> Subgraph:
         if self.subgraph is None:

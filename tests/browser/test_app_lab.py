@@ -39,7 +39,9 @@ def test_benchmark_tab_repeats_with_a_context_budget_shows_the_trade_off_and_rep
     assert "recall@400tok" in table and "stable@5" in table and "± 0.0" in table
     trade = page.locator("#exp-tradeoff").inner_text()
     assert "recall@400tok" in trade and "$ / question" in trade and "stable@5" in trade
-    assert "was the same in all 2 repetitions" in page.locator("#exp-summary").inner_text()
+    summary = page.locator("#exp-summary").inner_text()
+    assert "No verdict on recall@5 changed between repetitions" in summary
+    assert "6 of 6 method pairs had a second measured repetition to compare" in summary
     page.wait_for_selector("#exp-tradeoff-plot .js-plotly-plot", timeout=30_000)
     page.locator("#exp-tradeoff-plot").scroll_into_view_if_needed()
     snap(page, shots, "bench-tradeoff.png")
@@ -157,6 +159,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
               f"{empty} empty panels, page {height} px")
         assert empty == 0
         # A count in the answer split lists its questions, as its cell picked in "Show questions" does.
+        page.locator("#exp-answer-fold > summary").click()   # folded: a line says what it holds
         cell = page.locator("#exp-answer-split td.ht-pick").first
         method, n = cell.get_attribute("data-split").split("|")[0], int(cell.inner_text())
         cell.click()
@@ -199,13 +202,19 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         assert "griever" not in page.locator("#exp-leaderboard").inner_text()
         snap(page, shots, "lab-from-table.png", full_page=True)
         # Compared with the shipped one: each shared method's change, its interval and paired test.
+        page.click("#exp-against-run")   # nothing picked: refused in words, not a bare "Error" badge
+        page.wait_for_function("document.querySelector('#exp-against-out').innerText.includes('pick the experiment')",
+                               timeout=30_000)
         page.locator("#exp-against input").click()
+        offered = page.get_by_role("option").all_inner_texts()
+        assert not any(later_id[:12] in o for o in offered), "the open experiment is offered to compare with itself"
         page.get_by_role("option", name=re.compile(shipped_id[:12])).first.click()
         page.click("#exp-against-run")
         page.wait_for_selector("#exp-across table", timeout=60_000)
         across = page.locator("#exp-across").inner_text()
         assert "bm25" in across and "composed" in across and "change [95 % CI]" in across
         assert "griever" in across   # named as in one experiment only
+        assert "What differs: methods: only before:" in across and re.search(r"questions: 100 → \d+", across)
         page.locator("#exp-across").scroll_into_view_if_needed()
         snap(page, shots, "lab-two-compared.png")
         page.click("#exp-report-run")

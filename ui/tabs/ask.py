@@ -181,6 +181,21 @@ def layout(shell) -> SimpleNamespace:
                            graph_pick=graph_pick, graph=graph, comparison=comparison)
 
 
+
+def _chart(fig):
+    """The run's chart, shown only with something to draw."""
+    return gr.update(value=fig, visible=fig is not None)
+
+
+def _live_figure(prog, question: str):
+    """The chart of a run still going: each method's stages that have arrived (finished runs whole);
+    recall waits for the end, when every method has a ranking. None before any stage has arrived."""
+    from retrieval.trace.model import RunResult
+
+    runs = {m: prog.runs.get(m) or RunResult(m, question, stages=list(prog.stages.get(m) or []))
+            for m in prog.methods if prog.runs.get(m) or prog.stages.get(m)}
+    return render.comparison_figure(runs, set()) if runs else None
+
 def wire(shell) -> None:
     """Its handlers: a live run, a recorded one, a stage's subgraph, `?session=` reopened."""
     app = shell.app
@@ -223,7 +238,7 @@ def wire(shell) -> None:
             yield render.error_html(str(e)), "", gr.update(), None, "", ""
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
-        graph_sent, first = None, True
+        graph_sent, first, charted = None, True, None
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
                                   {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
         titles = None
@@ -244,9 +259,16 @@ def wire(shell) -> None:
                 graph_out = render.hop_maps(prog.runs, prog.gold, f"{latest[0]} · {latest[1].name}", titles,
                                             partial=prog.stages, question=q)
             if not prog.done:
+                # The chart is drawn from the stages that have arrived, and hidden until one has: a
+                # live run showed an empty "Timings, tokens and recall" frame until it ended.
+                chart = gr.update()
+                if latest is not charted:
+                    charted = latest
+                    chart = _chart(_live_figure(prog, q))
+                elif fresh:
+                    chart = _chart(None)
                 yield (_columns(prog, titles), graph_out,
-                       gr.update(choices=[], value=None) if fresh else gr.update(),
-                       None if fresh else gr.update(),
+                       gr.update(choices=[], value=None) if fresh else gr.update(), chart,
                        f"Session `{prog.session_id}` (running…)", prog.session_id), False
             else:
                 choices = _graph_choices(prog.runs)
@@ -255,7 +277,7 @@ def wire(shell) -> None:
                 # lane only as tall as it needs; while it ran nothing moved (render.hop_maps partial).
                 yield (_columns(prog, titles), render.hop_maps(prog.runs, prog.gold, pick, titles),
                        gr.update(choices=choices, value=pick or None),
-                       render.comparison_figure(prog.runs, prog.gold),
+                       _chart(render.comparison_figure(prog.runs, prog.gold)),
                        f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id), True
 
     def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
@@ -287,7 +309,7 @@ def wire(shell) -> None:
         return ("demo", item.question, _showcase_grid(sc, item, titles),
                 gr.update(choices=choices, value=pick or None),
                 render.hop_maps(runs, set(item.gold), pick, titles),
-                render.comparison_figure(runs, set(item.gold)), SHOWCASE_PREFIX + label, *picked)
+                _chart(render.comparison_figure(runs, set(item.gold))), SHOWCASE_PREFIX + label, *picked)
 
     sc_pick.change(open_recorded, sc_pick, [kb, question, columns, graph_pick, graph, comparison,
                                             session_state, *pickers])
@@ -334,7 +356,7 @@ def wire(shell) -> None:
         pick = _default_choice(runs)
         titles = _gold_titles(state, kb_name, gold)
         return (q, _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=pick or None),
-                render.hop_maps(runs, gold, pick, titles), render.comparison_figure(runs, gold), sid) + keep[6:]
+                render.hop_maps(runs, gold, pick, titles), _chart(render.comparison_figure(runs, gold)), sid) + keep[6:]
 
     def first_columns():
         """The first view's columns with their stages' bodies (its config carried the lines)."""
@@ -354,7 +376,7 @@ def wire(shell) -> None:
         first = next((f"{m} · {r.stages[-1].name}" for m, r in runs.items() if r.stages), None)
         picked = [gr.update(value=[m for m in _picker_names(pk) if m in (a, b)]) for pk in pickers]
         return (q, note + _stored_grid(runs, gold, titles=titles), gr.update(choices=choices, value=first),
-                render.hop_maps(runs, gold, first, titles), render.comparison_figure(runs, gold),
+                render.hop_maps(runs, gold, first, titles), _chart(render.comparison_figure(runs, gold)),
                 RUNS_PREFIX + ",".join(ids), *picked)
 
     def first_chart(sid):
@@ -364,7 +386,7 @@ def wire(shell) -> None:
         if not first or sid != first["session"]:
             return gr.update()
         item = first["item"]
-        return render.comparison_figure(paper_order(item.runs), set(item.gold))
+        return _chart(render.comparison_figure(paper_order(item.runs), set(item.gold)))
 
     app.load(reopen, shell.visitor, [question, columns, graph_pick, graph, comparison, session_state, *pickers],
              js=render.FIRST_VIEW_GATE, show_progress="hidden").then(first_chart, session_state, comparison,

@@ -43,7 +43,10 @@ RUN python scripts/slim_image.py --venv .venv
 
 FROM python:3.11-slim
 # llama.cpp's CPU backend links OpenMP's runtime, which the builder had from its compiler.
-RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 && rm -rf /var/lib/apt/lists/*
+# apt's package caches go too: a base without Debian's docker-clean hook (the stand-in made where no
+# registry answers) kept 75 MB of them in this layer.
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
 RUN useradd -m -u 1000 user
 USER user
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \

@@ -6,7 +6,7 @@ What goes, each measured and printed:
 - test suites shipped inside packages (torch/test's C++ test binaries, pandas/tests, numpy's,
   scipy's, ...): no module of a running app imports a `tests` package;
 - C/C++ headers and CMake files (torch/include, torch/share/cmake): for building extensions, which
-  the image never does;
+  the image never does; data of tools the app never runs (UNUSED_DATA);
 - symbol tables of shared libraries that ship unstripped (torch's libtorch_cpu.so: 434 -> 345 MB;
   spaCy's extensions are mostly symbols): `strip --strip-unneeded` keeps the dynamic symbols that
   loading needs. Libraries that auditwheel vendored (`*.libs/`) are left alone: patchelf rewrote
@@ -47,6 +47,10 @@ EXTRA_MODULES = ("llama_cpp.server.app", "llama_cpp.server.__main__", "llama_cpp
                  "sentence_transformers", "transformers.models.bert.modeling_bert", "onnxruntime",
                  "matplotlib.font_manager")
 HEADER_DIRS = ("torch/include", "torch/share/cmake")
+# Data for tools the app never runs: jedi's typeshed and Django stubs (IPython's code completion;
+# IPython comes with pyvis), and Gradio's server-side-rendering bundle (it needs Node, which the image
+# does not have, so Gradio renders in the browser).
+UNUSED_DATA = ("jedi/third_party", "gradio/templates/node")
 # torch/bin's C++ test programs (test_api, test_jit, TCPStoreTest, ...); torch_shm_manager stays.
 TORCH_TEST_BINARIES = ("test_*", "*Test")
 
@@ -226,14 +230,14 @@ def main(argv=None) -> int:
     site = site_packages(a.venv)
     before = _size(a.venv)
     tests = test_dirs(site)
-    headers = [site / d for d in HEADER_DIRS if (site / d).exists()]
+    headers = [site / d for d in HEADER_DIRS + UNUSED_DATA if (site / d).exists()]
     tests += [f for pat in TORCH_TEST_BINARIES for f in (site / "torch" / "bin").glob(pat)]
     t_size, h_size = sum(map(_size, tests)), sum(map(_size, headers))
     caches = [p for p in [*a.venv.rglob("__pycache__"), *(q for pkg in PROJECT_PACKAGES
                                                         for q in (ROOT / pkg).rglob("__pycache__"))] if p.is_dir()]
     c_size = sum(map(_size, caches))
     print(f"venv {before / 1e9:.2f} GB: tests in packages {t_size / 1e6:.0f} MB ({len(tests)} folders), "
-          f"headers {h_size / 1e6:.0f} MB, bytecode {c_size / 1e6:.0f} MB", flush=True)
+          f"headers and unused data {h_size / 1e6:.0f} MB, bytecode {c_size / 1e6:.0f} MB", flush=True)
     if a.dry_run:
         return 0
     # Bytecode is what this pass keeps: a shell that sets PYTHONDONTWRITEBYTECODE would keep none.

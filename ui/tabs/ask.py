@@ -235,7 +235,7 @@ def wire(shell) -> None:
                         held.close()
                     yield out
         except HopTraceError as e:
-            yield render.error_html(str(e)), "", gr.update(), None, "", ""
+            yield render.error_html(str(e)), "", gr.update(), _chart(None), "", ""
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
         graph_sent, first, charted = None, True, None

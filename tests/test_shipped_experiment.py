@@ -156,7 +156,7 @@ def test_an_llm_method_is_recorded_twice_after_the_main_figures_and_stable_reads
     assert by_rep[2]["ranked"] and [s["name"] for s in by_rep[2]["stages"]] == [s["name"] for s in by_rep[1]["stages"]]
     # A question whose repetitions ran on two machines leaves stable@5, and the leaderboard names it.
     experiments.traces.db.execute(
-        "UPDATE experiment_runs SET row = json_set(row, '$.machine', 'AMD EPYC · 2 cores · avx2') "
+        "UPDATE experiment_runs SET row = json_set(row, '$.machine', 'Another CPU · 2 cores · avx2') "
         "WHERE experiment_id = ? AND method = 'composed' AND rep = 2 AND question_id = ?", [exp.id, qs[0].id])
     exp.summary = recording.summary(experiments, exp)
     composed = exp.summary["methods"]["composed"]
@@ -357,3 +357,35 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     assert err.count("installed the shipped experiment") == 1
     assert out.startswith(exp_id[:12]) and out.strip().endswith("· shipped (data/experiments)")
     assert main(["experiments"]) == 0 and "installed" not in capsys.readouterr().err   # once per version
+
+
+def test_the_leaderboard_times_the_retrieval_apart_from_the_shared_answer_step():
+    """BM25 retrieves in milliseconds and the shared answer step takes ~13 s: one "s / question"
+    column read the answer's seconds as the retriever's. GRASP writes its answer itself: its
+    retrieval seconds include it, its answer column is empty, and a note says why."""
+    from types import SimpleNamespace
+
+    from retrieval.bench.runner import QuestionResult, summarise
+    from traces.stats import leaderboard
+
+    def rows(method, retrieval_ms, answer_ms, em=1.0):
+        out = []
+        for i, (r, a) in enumerate(zip(retrieval_ms, answer_ms)):
+            row = QuestionResult(f"q{i}", method, 5, ["g"], ["g"], r + a, 10, 2, "ok", em=em, f1=em)
+            row.answer_ms = a
+            out.append(row)
+        return out
+
+    summaries = {"bm25": summarise({5: rows("bm25", [2.0, 3.0, 4.0], [13000.0, 12000.0, 14000.0])}),
+                 "grasp": summarise({5: rows("grasp", [50000.0, 60000.0, 58000.0], [0.0, 0.0, 0.0])})}
+    exp = SimpleNamespace(machine="m", ks=[5], kb="demo", n_questions=3, llm="embedded", code_version="abc",
+                          methods=["bm25", "grasp"], status="done", spec={"args": {"answer": True}},
+                          summary={"methods": summaries})
+    board = leaderboard.build(exp)
+    cells = {r.method: r.cells for r in board.rows}
+    assert cells["bm25"][leaderboard.RETRIEVAL_S] == pytest.approx(0.003)
+    assert cells["bm25"][leaderboard.ANSWER_S] == pytest.approx(13.0)
+    assert cells["grasp"][leaderboard.RETRIEVAL_S] == pytest.approx(58.0)
+    assert cells["grasp"][leaderboard.ANSWER_S] is None
+    assert "retrieval s of grasp: their agent writes the answer itself" in board.text()
+    assert board.best(leaderboard.ANSWER_S) is None   # the shared step is no method's merit: never bold

@@ -129,7 +129,7 @@ class LLM:
                 stage.report(llm="waiting", purpose=purpose, ahead=ahead)
             asked = time.perf_counter()
             with self._slots:
-                if stage is not None:
+                if isinstance(stage, Stage):   # a UsageMeter (KB extraction) stands in for a stage too
                     stage.wait_ms = round(stage.wait_ms + (time.perf_counter() - asked) * 1000, 3)
                 backend = self.backend
                 if stage is None or not getattr(backend, "streams", False):

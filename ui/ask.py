@@ -172,10 +172,11 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     if fast:
         CPU_LANES.submit(lambda: [work(n) for n in fast])
     llm = [m for m in methods if m not in fast and m not in yours]
-    if llm and _one_call_at_a_time(ctx.llm):
+    taking_turns = bool(llm) and _one_call_at_a_time(ctx.llm)
+    if taking_turns:
         _take_turns(state, llm, work, events)
     for m in methods:
-        if m not in fast and not (m in llm and _one_call_at_a_time(ctx.llm)):
+        if m not in fast and not (taking_turns and m in llm):
             threading.Thread(target=work, args=(m,), daemon=True, name=f"run-{m}").start()
     with _in_flight_lock:
         _in_flight[0] += 1

@@ -1,11 +1,12 @@
 """`hoptrace bench-app --together`: the LLM methods asked together in the page, as a visitor asks
 them, against each asked alone, on the same new questions.
 
-The app is started with the response cache off (HOPTRACE_LLM_CACHE=0: every call reaches the
-model) and the embedded model, and driven in headless Chromium at 1440x900. For each question
-(demo questions the showcase does not hold, so the model has never seen them here), the methods
-are asked together in one request, then each alone in its own request. Recorded per question and
-method: the seconds from the click to the method's ranking appearing in its column.
+Two apps are started alike, with the response cache off (HOPTRACE_LLM_CACHE=0: every call reaches
+the model) and the embedded model, and driven in headless Chromium at 1440x900: one is asked the
+methods together in one request, the other each alone in its own (so neither finds the other's
+prompts in the model's prompt cache). The questions are demo questions the showcase does not hold.
+Recorded per question and method: the seconds from the click to the method's ranking appearing in
+its column.
 
 Printed: the table, the median over questions of each method's together-time over its alone-time,
 the first LLM method's (the one that arrived first) and the last one's against the sum of the
@@ -15,6 +16,7 @@ idle before and after (the idle watch's calibration workload).
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -36,57 +38,105 @@ def _new_questions(n: int, skip: int = 10) -> list[str]:
     return qs[-(skip + n):-skip] if len(qs) > skip + n else qs[:n]
 
 
-def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, shot=None) -> dict[str, float]:
-    """Seconds from the click to each method's ranking in its column. `shot`: a path for a screenshot
-    taken once while the last method waits for its turn, its waiting line kept in `WAITING`."""
+# Installed in the page at the click: the seconds from the click to each method's ranking, read
+# from the grid of the new session only (the first view's recorded columns hold rankings of every
+# method already, and the last session's grid stays until the new one replaces it).
+_WATCH = """([methods]) => {
+    const grid = () => document.querySelector('#columns .ht-grid');
+    const g0 = grid(); const before = g0 ? g0.dataset.session : null;
+    const t0 = performance.now(); window.__htArrived = {};
+    const check = () => {
+        const g = grid();
+        if (!g || !g.dataset.session || g.dataset.session === before) return;
+        for (const m of methods) {
+            if (!(m in window.__htArrived) && g.querySelector(`.ht-col[data-method='${m}'] table.ht-ranking`))
+                window.__htArrived[m] = Math.round((performance.now() - t0) / 100) / 10;
+        }
+    };
+    if (window.__htObs) window.__htObs.disconnect();
+    window.__htObs = new MutationObserver(check);
+    window.__htObs.observe(document.body, {childList: true, subtree: true, characterData: true});
+    document.querySelector('#run').click();
+}"""
+
+
+def _pick(page, question: str, methods: tuple[str, ...]) -> None:
     page.fill("#question textarea", question)
     for label in page.locator("#methods label").all():
         box, name = label.locator("input"), label.inner_text().strip()
         if box.is_checked() != (name in methods):
             label.click()
+
+
+def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, shot=None) -> dict[str, float]:
+    """Seconds from the click to each method's ranking in its column. `shot`: a path for a screenshot
+    taken once while the last method waits for its turn, its waiting line kept in `WAITING`."""
+    _pick(page, question, methods)
     t0 = time.perf_counter()
-    page.click("#run")
+    page.evaluate(_WATCH, [list(methods)])
     arrived: dict[str, float] = {}
     while len(arrived) < len(methods) and time.perf_counter() - t0 < timeout_s:
-        for m in methods:
-            if m not in arrived and page.locator(f"#columns .ht-col[data-method='{m}'] table.ht-ranking").count():
-                arrived[m] = round(time.perf_counter() - t0, 1)
-        if shot is not None and not WAITING and len(arrived) >= 1:
+        page.wait_for_timeout(200)
+        arrived = page.evaluate("() => window.__htArrived || {}")
+        if shot is not None and not WAITING and 0 < len(arrived) < len(methods):
             queued = page.locator(f"#columns .ht-col[data-method='{methods[-1]}'] .ht-queued")
-            if queued.count():
+            if queued.count() and "starts after" in queued.first.inner_text():
                 WAITING.update(method=methods[-1], text=queued.first.inner_text(),
                                at_s=round(time.perf_counter() - t0, 1))
+                page.locator("#columns").scroll_into_view_if_needed()
                 page.screenshot(path=str(shot))
-        page.wait_for_timeout(100)
+    if len(arrived) < len(methods):
+        raise TimeoutError(f"{sorted(set(methods) - set(arrived))} showed no ranking within {timeout_s:.0f} s "
+                           f"of asking {question!r}")
     if shot is not None and WAITING.get("method") in arrived:
         WAITING["arrived_s"] = arrived[WAITING["method"]]
+        said = re.search(r"in about (\d+) s · about (\d+) s of work", WAITING.get("text", ""))
+        if said:   # what the line promised, from the moment it was read, against what happened
+            WAITING["expected_arrival_s"] = round(WAITING["at_s"] + int(said[1]) + int(said[2]), 1)
     return arrived
 
 
 WAITING: dict = {}   # the waiting line a screenshot caught, and when that method's ranking arrived
 
 
+WARM_UP = "Who founded the label that signed the band?"
+
+
+def _page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#run", timeout=120_000)
+    return page
+
+
 def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=None, shots=None) -> dict:
     """`app_dir`: the app.py of another checkout (the code before a change), driven the same way.
-    `shots`: a folder for the page while the last method waits (its line and its arrival kept)."""
+    `shots`: a folder for the page while the last method waits (its line and its arrival kept).
+
+    Two apps, started alike: one is asked together, the other each alone. In one app the second
+    asking of a question found the first one's prompts in the model's prompt cache (1 GB of states,
+    resumed from the longest matching prefix) and read them no more: alone after together, SAG took
+    10.2 s against 17.1 s, all of it the cache. Each app is warmed up on the same other question
+    (the model server's start, each method's fixed instructions in the cache, a run to estimate from)."""
     from playwright.sync_api import sync_playwright
+
+    from .page import REPO_ROOT
 
     before = idle.calibrate()
     rows = []
-    from .page import REPO_ROOT
-
-    with started_app({"HOPTRACE_LLM_CACHE": "0", "HOPTRACE_PUBLIC": ""}, app_dir or REPO_ROOT) as url:
+    env = {"HOPTRACE_LLM_CACHE": "0", "HOPTRACE_PUBLIC": ""}
+    with started_app(env, app_dir or REPO_ROOT) as url_both, started_app(env, app_dir or REPO_ROOT) as url_alone:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(url, wait_until="domcontentloaded")
-            page.wait_for_selector("#run", timeout=120_000)
-            _ask(page, "Who founded the label that signed the band?", ("sag",))   # the model server's start
+            both_page, alone_page = _page(browser, url_both), _page(browser, url_alone)
+            for m in methods:
+                _ask(both_page, WARM_UP, (m,))
+                _ask(alone_page, WARM_UP, (m,))
             for i, q in enumerate(_new_questions(n_questions)):
                 shot = (Path(shots) / "together-waiting.png") if shots and i == 0 else None
-                both = _ask(page, q, ("griever", *methods), shot=shot)
+                both = _ask(both_page, q, ("griever", *methods), shot=shot)
                 both.pop("griever", None)
-                alone = {m: _ask(page, q, (m,)).get(m) for m in methods}
+                alone = {m: _ask(alone_page, q, (m,)).get(m) for m in methods}
                 rows.append({"question": q, "together": both, "alone": alone})
                 print(f"{q[:60]}: together {both}, alone {alone}", flush=True)
             browser.close()
@@ -117,3 +167,16 @@ def summarise(rows: list[dict], methods: tuple[str, ...]) -> dict:
             "last_arrival_over_sum_alone_median": round(statistics.median(last), 2) if last else None,
             "last_arrival_over_sum_alone_max": round(max(last), 2) if last else None,
             "questions_where_together_cost_more_than_the_sum": over, "questions": len(rows)}
+
+
+def table(res: dict, methods: tuple[str, ...] = METHODS) -> str:
+    """Per question: each method's seconds together and alone, the sum alone and the last arrival."""
+    head = "| question | " + " | ".join(f"{m} together / alone" for m in methods) + " | last together | sum alone |"
+    lines = [head, "|" + "---|" * (len(methods) + 3)]
+    for r in res["rows"]:
+        t, a = r["together"], r["alone"]
+        cells = [f"{t.get(m, '-')} / {a.get(m, '-')}" for m in methods]
+        total = sum(a.get(m) or 0 for m in methods)
+        lines.append(f"| {r['question'][:48]} | " + " | ".join(cells)
+                     + f" | {max(t.values(), default=0):.1f} | {total:.1f} |")
+    return "\n".join(lines)

@@ -78,7 +78,7 @@ def test_a_request_of_three_llm_methods_finishes_them_shortest_first_and_a_secon
     assert "starts after 1 earlier request, in about 1 s" in html and "estimate: its last run here" in html
 
 
-def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_this_machines_calibration():
+def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_calibration_then_by_runs_here():
     exp = SimpleNamespace(machine="AMD EPYC · 2 cores · avx2",
                           summary={"methods": {"sag": {"retrieval_ms_p50": 17453.0, "latency_ms_p50": 31843.0},
                                                "grasp": {"retrieval_ms_p50": None, "latency_ms_p50": 58050.0}}},
@@ -93,6 +93,9 @@ def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_this_machine
     est.observe("sag", 20.0)
     est.observe("sag", 24.0)
     assert est.of("sag").seconds == 22.0 and est.of("sag").basis == "the median of its last 2 runs here"
+    # Once a method has run here, the others' shipped p50s scale by how it compared with its own.
+    assert abs(est.of("grasp").seconds - 58.05 * 22.0 / 17.453) < 1e-6
+    assert est.of("grasp").basis.endswith("×1.26 as sag ran here against its p50")
     assert [m for m, _ in plan(["grasp", "sag", "gear"], est)] == ["sag", "gear", "grasp"]
     assert waiting_text([], 0, est.of("sag")) == ("starts next · about 22 s of work "
                                                   "(estimate: the median of its last 2 runs here)")

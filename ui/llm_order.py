@@ -37,8 +37,9 @@ class Estimate:
 
 class Estimates:
     """Each LLM method's expected seconds on this machine: the median of its last runs here, else the
-    shipped experiment's p50 scaled by this machine's calibration against the experiment's, else the
-    slow end of the range measured when the picker's hints were written (ui/picker.py)."""
+    shipped experiment's p50 scaled by how the methods that have run here compared with theirs, or
+    before any has, by this machine's calibration against the experiment's, else the slow end of the
+    range measured when the picker's hints were written (ui/picker.py)."""
 
     def __init__(self, shipped=None, calibration_ms=None):
         self._shipped = shipped            # a traces Experiment, or None
@@ -62,7 +63,7 @@ class Estimates:
                             if n > 1 else "its last run here")
         p50 = self._shipped_p50(method)
         if p50 is not None:
-            factor, how = self.scale()
+            factor, how = self._ran_here() or self.scale()
             return Estimate(p50 * factor, f"the shipped experiment's p50 ({p50:.0f} s on "
                                           f"{self._shipped.machine}){how}")
         return Estimate(expected_s(method), "the slow end of its range measured on 2 cores (ui/picker.py)")
@@ -75,6 +76,23 @@ class Estimates:
         # The method's own work: without the shared answer step, which the Ask tab runs only when asked.
         ms = s.get("retrieval_ms_p50") or s.get("latency_ms_p50")
         return ms / 1000 if ms else None
+
+    def _ran_here(self) -> Optional[tuple[float, str]]:
+        """How much faster or slower the methods that have run here were than their shipped p50s
+        (the median of their ratios), with the names it rests on; None before any has run."""
+        # The model's speed, not the CPU's: the calibration workload is one Python thread, and a
+        # Xeon with AVX-512 timed it 2.3x slower than the experiment's EPYC while it wrote ~1.5x
+        # faster, so a GRASP expected at 134 s took 55 s. A method's run here measures the model.
+        with self._lock:
+            seen = {m: statistics.median(v) for m, v in self._seen.items() if v}
+        ratios = {m: t / p50 for m, t in seen.items() if (p50 := self._shipped_p50(m))}
+        if not ratios:
+            return None
+        names = sorted(ratios)
+        who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return (statistics.median(ratios.values()),
+                f", ×{statistics.median(ratios.values()):.2f} as {who} ran here against "
+                f"{'its' if len(names) == 1 else 'their'} p50")
 
     def scale(self) -> tuple[float, str]:
         """This machine's calibration against the shipped experiment's (the median of its sittings'),

@@ -62,10 +62,11 @@ def cmd_bench_app(args) -> int:
         print(json.dumps(bench_hop_maps(args.recording, app=not args.no_app), indent=1, ensure_ascii=False))
         return 0
     if args.together:
-        from appbench.together import together
+        from appbench.together import table, together
 
         methods = tuple(m.strip() for m in args.together_methods.split(",") if m.strip())
         res = together(args.together, methods, args.app_dir, args.shots)
+        print(table(res, methods))
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1))
         return 0
     if args.first_start:

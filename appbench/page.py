@@ -109,12 +109,14 @@ def started_app(env_extra: dict | None = None, app_dir: Path = REPO_ROOT) -> Ite
         proc, url, seconds = spawn_app(dict(os.environ, **(env_extra or {})), Path(tmp) / "app.log", app_dir)
         try:
             _started[url] = seconds
+            _pids[url] = proc.pid
             yield url
         finally:
             stop(proc)
 
 
 _started: dict[str, float] = {}   # URL → seconds from spawn to the page's first 200
+_pids: dict[str, int] = {}        # URL → the started app's pid
 
 
 def bench_app(runs: int = 5, question: str | None = None) -> dict:

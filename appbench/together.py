@@ -23,7 +23,7 @@ from pathlib import Path
 
 from retrieval.core import cpu, idle
 
-from .page import ARGS, CHROMIUM, started_app
+from .page import ARGS, CHROMIUM, _pids, started_app
 
 METHODS = ("gear", "sag", "grasp")
 
@@ -60,6 +60,39 @@ _WATCH = """([methods]) => {
 }"""
 
 
+def _cpu_by_pid() -> tuple[dict[int, int], dict[int, float]]:
+    """Every process's parent and CPU seconds so far (user + system), from /proc."""
+    parent, cpu_s = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:   # gone since the listing
+                continue
+            parent[int(d.name)], cpu_s[int(d.name)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+    return parent, cpu_s
+
+
+def _tree(root: int, parent: dict[int, int]) -> set[int]:
+    found, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in found} - found
+        grew, found = bool(more), found | more
+    return found
+
+
+def cpu_split(app_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the model server (the app's children), the app itself, and the
+    browser (this process's other descendants): where two cores went during an ask."""
+    parent, cpu_s = _cpu_by_pid()
+    app = _tree(app_pid, parent)
+    model = app - {app_pid}
+    browser = _tree(os.getpid(), parent) - {os.getpid()} - set().union(*(_tree(p, parent) for p in _pids.values()))
+    return {"model": sum(cpu_s.get(p, 0) for p in model), "app": cpu_s.get(app_pid, 0.0),
+            "browser": sum(cpu_s.get(p, 0) for p in browser)}
+
+
 def _pick(page, question: str, methods: tuple[str, ...]) -> None:
     page.fill("#question textarea", question)
     for label in page.locator("#methods label").all():
@@ -72,6 +105,8 @@ def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, 
     """Seconds from the click to each method's ranking in its column. `shot`: a path for a screenshot
     taken once while the last method waits for its turn, its waiting line kept in `WAITING`."""
     _pick(page, question, methods)
+    app_pid = _pids.get(page.url.split("?")[0].rstrip("/") + "/")
+    cpu0 = cpu_split(app_pid) if app_pid else {}
     t0 = time.perf_counter()
     page.evaluate(_WATCH, [list(methods)])
     arrived: dict[str, float] = {}
@@ -88,6 +123,8 @@ def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, 
     if len(arrived) < len(methods):
         raise TimeoutError(f"{sorted(set(methods) - set(arrived))} showed no ranking within {timeout_s:.0f} s "
                            f"of asking {question!r}")
+    if cpu0:   # CPU seconds the ask took, by whom (read when the last column's ranking arrived)
+        CPU.append({k: round(v - cpu0[k], 1) for k, v in cpu_split(app_pid).items()} | {"methods": list(methods)})
     if shot is not None and WAITING.get("method") in arrived:
         WAITING["arrived_s"] = arrived[WAITING["method"]]
         said = re.search(r"in about (\d+) s · about (\d+) s of work", WAITING.get("text", ""))
@@ -96,10 +133,8 @@ def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, 
     return arrived
 
 
+CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the browser
 WAITING: dict = {}   # the waiting line a screenshot caught, and when that method's ranking arrived
-
-
-WARM_UP = "Who founded the label that signed the band?"
 
 
 def _page(browser, url: str):
@@ -129,16 +164,24 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             both_page, alone_page = _page(browser, url_both), _page(browser, url_alone)
+            # A demo question just before the measured ones: a made-up one sent the agents round
+            # their loops to the end and left estimates of 6 s (SAG) and 79 s (GRASP) behind it.
+            warm_up, *questions = _new_questions(n_questions + 1)
             for m in methods:
-                _ask(both_page, WARM_UP, (m,))
-                _ask(alone_page, WARM_UP, (m,))
-            for i, q in enumerate(_new_questions(n_questions)):
+                _ask(both_page, warm_up, (m,))
+                _ask(alone_page, warm_up, (m,))
+            for i, q in enumerate(questions):
                 shot = (Path(shots) / "together-waiting.png") if shots and i == 0 else None
                 both = _ask(both_page, q, ("griever", *methods), shot=shot)
                 both.pop("griever", None)
+                cpu_both = CPU[-1] if CPU else {}
                 alone = {m: _ask(alone_page, q, (m,)).get(m) for m in methods}
-                rows.append({"question": q, "together": both, "alone": alone})
-                print(f"{q[:60]}: together {both}, alone {alone}", flush=True)
+                cpu_alone = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
+                             for k in ("model", "app", "browser")} if CPU else {}
+                rows.append({"question": q, "together": both, "alone": alone,
+                             "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone})
+                print(f"{q[:60]}: together {both}, alone {alone}; CPU s together {cpu_both}, "
+                      f"alone summed {cpu_alone}", flush=True)
             browser.close()
     after = idle.calibrate()
     return summarise(rows, methods) | {"waiting_seen": dict(WAITING), "machine": cpu.describe(),

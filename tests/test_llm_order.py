@@ -90,12 +90,14 @@ def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_calibration_
                          "machine's calibration")
     assert abs(est.of("grasp").seconds - 58.05 * 1.5) < 1e-6    # answers itself: its whole latency
     assert "ui/picker.py" in est.of("gear").basis               # not in the experiment: the measured range
+    # Once LLM methods have run here, every shipped p50 scales by how those runs compared with theirs.
     est.observe("sag", 20.0)
     est.observe("sag", 24.0)
-    assert est.of("sag").seconds == 22.0 and est.of("sag").basis == "the median of its last 2 runs here"
-    # Once a method has run here, the others' shipped p50s scale by how it compared with its own.
     assert abs(est.of("grasp").seconds - 58.05 * 22.0 / 17.453) < 1e-6
-    assert est.of("grasp").basis.endswith("×1.26 as sag ran here against its p50")
+    assert est.of("grasp").basis.endswith("×1.26 as the 2 runs of LLM methods here compared with their p50")
+    assert abs(est.of("sag").seconds - 22.0) < 1e-6 and "shipped" in est.of("sag").basis
+    est.observe("sag", 26.0)   # from three runs of its own, their median
+    assert est.of("sag").seconds == 24.0 and est.of("sag").basis == "the median of its last 3 runs here"
     assert [m for m, _ in plan(["grasp", "sag", "gear"], est)] == ["sag", "gear", "grasp"]
-    assert waiting_text([], 0, est.of("sag")) == ("starts next · about 22 s of work "
-                                                  "(estimate: the median of its last 2 runs here)")
+    assert waiting_text([], 0, est.of("sag")) == ("starts next · about 24 s of work "
+                                                  "(estimate: the median of its last 3 runs here)")

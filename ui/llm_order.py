@@ -27,6 +27,8 @@ from .llm_queue import expected_s
 RESCALE_S = 600.0
 # Runs of a method measured in this process (no reply from the response cache) that make its estimate.
 KEEP_RUNS = 5
+# From this many runs of its own here a method's estimate is their median (Estimates.of).
+OWN_RUNS = 3
 
 
 @dataclass
@@ -36,10 +38,11 @@ class Estimate:
 
 
 class Estimates:
-    """Each LLM method's expected seconds on this machine: the median of its last runs here, else the
-    shipped experiment's p50 scaled by how the methods that have run here compared with theirs, or
-    before any has, by this machine's calibration against the experiment's, else the slow end of the
-    range measured when the picker's hints were written (ui/picker.py)."""
+    """Each LLM method's expected seconds on this machine: the median of its last runs here once it
+    has OWN_RUNS of them; else the shipped experiment's p50 scaled by how the LLM runs here compared
+    with their methods' p50s, or before any has run, by this machine's calibration against the
+    experiment's; else its own runs here, or the slow end of the range measured when the picker's
+    hints were written (ui/picker.py)."""
 
     def __init__(self, shipped=None, calibration_ms=None):
         self._shipped = shipped            # a traces Experiment, or None
@@ -57,11 +60,14 @@ class Estimates:
     def of(self, method: str) -> Estimate:
         with self._lock:
             seen = list(self._seen.get(method, ()))
-        if seen:
+        p50 = self._shipped_p50(method)
+        # One run is one question: a SAG warm-up that took 6 s promised 6 s for a question that
+        # took 21, where the shipped p50 (17 s) was near. So a method's own runs decide only from
+        # OWN_RUNS on; before that they, and the other methods' runs, scale the shipped p50s.
+        if len(seen) >= OWN_RUNS or (seen and p50 is None):
             n = len(seen)
             return Estimate(statistics.median(seen), f"the median of its last {n} run{'s' if n != 1 else ''} here"
                             if n > 1 else "its last run here")
-        p50 = self._shipped_p50(method)
         if p50 is not None:
             factor, how = self._ran_here() or self.scale()
             return Estimate(p50 * factor, f"the shipped experiment's p50 ({p50:.0f} s on "
@@ -78,21 +84,20 @@ class Estimates:
         return ms / 1000 if ms else None
 
     def _ran_here(self) -> Optional[tuple[float, str]]:
-        """How much faster or slower the methods that have run here were than their shipped p50s
-        (the median of their ratios), with the names it rests on; None before any has run."""
+        """How much faster or slower the runs here were than their methods' shipped p50s (the median
+        of every run's ratio), with how many it rests on; None before any such run."""
         # The model's speed, not the CPU's: the calibration workload is one Python thread, and a
-        # Xeon with AVX-512 timed it 2.3x slower than the experiment's EPYC while it wrote ~1.5x
-        # faster, so a GRASP expected at 134 s took 55 s. A method's run here measures the model.
+        # Xeon with AVX-512 timed it 2.3x slower than the experiment's EPYC while its model wrote as
+        # fast, so a GRASP expected at 134 s took 58 s. A method's run here measures the model.
         with self._lock:
-            seen = {m: statistics.median(v) for m, v in self._seen.items() if v}
-        ratios = {m: t / p50 for m, t in seen.items() if (p50 := self._shipped_p50(m))}
+            seen = {m: list(v) for m, v in self._seen.items()}
+        ratios = [t / p50 for m, runs in seen.items() if (p50 := self._shipped_p50(m)) for t in runs]
         if not ratios:
             return None
-        names = sorted(ratios)
-        who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        return (statistics.median(ratios.values()),
-                f", ×{statistics.median(ratios.values()):.2f} as {who} ran here against "
-                f"{'its' if len(names) == 1 else 'their'} p50")
+        factor = statistics.median(ratios)
+        n = len(ratios)
+        return factor, (f", ×{factor:.2f} as {'this run' if n == 1 else f'the {n} runs'} of LLM methods here "
+                        f"compared with {'its' if n == 1 else 'their'} p50")
 
     def scale(self) -> tuple[float, str]:
         """This machine's calibration against the shipped experiment's (the median of its sittings'),

@@ -151,7 +151,7 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
     Two apps, started alike: one is asked together, the other each alone. In one app the second
     asking of a question found the first one's prompts in the model's prompt cache (1 GB of states,
     resumed from the longest matching prefix) and read them no more: alone after together, SAG took
-    10.2 s against 17.1 s, all of it the cache. Each app is warmed up on the same other question
+    10.2 s, against 18.4 s alone in an app of its own. Each app is warmed up on the same other question
     (the model server's start, each method's fixed instructions in the cache, a run to estimate from)."""
     from playwright.sync_api import sync_playwright
 

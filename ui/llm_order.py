@@ -88,7 +88,7 @@ class Estimates:
         of every run's ratio), with how many it rests on; None before any such run."""
         # The model's speed, not the CPU's: the calibration workload is one Python thread, and a
         # Xeon with AVX-512 timed it 2.3x slower than the experiment's EPYC while its model wrote as
-        # fast, so a GRASP expected at 134 s took 58 s. A method's run here measures the model.
+        # fast, so a GRASP expected at 134 s of work did about 55 s. A method's run here measures the model.
         with self._lock:
             seen = {m: list(v) for m, v in self._seen.items()}
         ratios = [t / p50 for m, runs in seen.items() if (p50 := self._shipped_p50(m)) for t in runs]

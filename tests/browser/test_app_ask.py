@@ -112,7 +112,8 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
     set_methods(page, {"sag"})
     page.click("#run")
     live = page.locator("#columns .ht-col[data-method='sag'] .ht-live")
-    live.filter(has_text="so far").first.wait_for(timeout=300_000)
+    # The waiting line also ends in "so far" ("waiting 0 s so far"): wait for the model's own line.
+    live.filter(has_text="LLM writing").first.wait_for(timeout=300_000)
     text = live.first.inner_text()
     assert "LLM writing" in text and ("query entities" in text or "rerank" in text), text
     # No empty frame: the chart is hidden until a stage has arrived, then drawn from the live run's

@@ -130,20 +130,31 @@ def bench_app(runs: int = 5, question: str | None = None) -> dict:
             "runs": runs, "first_stage_ms": [round(x, 1) for x in first]}
 
 
+def open_page(browser, url: str, width: int = 1440, height: int = 900, timeout_s: float = 120):
+    """The app's page in a new tab, once its Run button is there."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#run", timeout=timeout_s * 1000)
+    return page
+
+
+def pick(page, methods, question: str | None = None) -> None:
+    """`question` in the box (if given) and exactly `methods` ticked in the method picker."""
+    if question:
+        page.fill("#question textarea", question)
+    for label in page.locator("#methods label").all():
+        if label.locator("input").is_checked() != (label.inner_text().strip() in methods):
+            label.click()
+
+
 def _clicks(url: str, runs: int, question: str | None) -> tuple[list[float], list[float]]:
     from playwright.sync_api import sync_playwright
 
     first, done = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url, wait_until="domcontentloaded")
-        page.wait_for_selector("#run", timeout=60_000)
-        if question:
-            page.fill("#question textarea", question)
-        for label in page.locator("#methods label").all():
-            if label.locator("input").is_checked() != (label.inner_text().strip() == "griever"):
-                label.click()
+        page = open_page(browser, url, 1400, 1000, timeout_s=60)
+        pick(page, ("griever",), question)
         for _ in range(runs):
             # The clock starts in the page, at the click, and stops when the panel exists.
             ms = page.evaluate("""() => new Promise(resolve => {

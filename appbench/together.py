@@ -23,7 +23,7 @@ from pathlib import Path
 
 from retrieval.core import cpu, idle
 
-from .page import ARGS, CHROMIUM, _pids, started_app
+from .page import ARGS, CHROMIUM, _pids, open_page, pick, started_app
 
 METHODS = ("gear", "sag", "grasp")
 
@@ -93,18 +93,10 @@ def cpu_split(app_pid: int) -> dict[str, float]:
             "browser": sum(cpu_s.get(p, 0) for p in browser)}
 
 
-def _pick(page, question: str, methods: tuple[str, ...]) -> None:
-    page.fill("#question textarea", question)
-    for label in page.locator("#methods label").all():
-        box, name = label.locator("input"), label.inner_text().strip()
-        if box.is_checked() != (name in methods):
-            label.click()
-
-
 def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, shot=None) -> dict[str, float]:
     """Seconds from the click to each method's ranking in its column. `shot`: a path for a screenshot
     taken once while the last method waits for its turn, its waiting line kept in `WAITING`."""
-    _pick(page, question, methods)
+    pick(page, methods, question)
     app_pid = _pids.get(page.url.split("?")[0].rstrip("/") + "/")
     cpu0 = cpu_split(app_pid) if app_pid else {}
     t0 = time.perf_counter()
@@ -137,13 +129,6 @@ CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the b
 WAITING: dict = {}   # the waiting line a screenshot caught, and when that method's ranking arrived
 
 
-def _page(browser, url: str):
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#run", timeout=120_000)
-    return page
-
-
 def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=None, shots=None) -> dict:
     """`app_dir`: the app.py of another checkout (the code before a change), driven the same way.
     `shots`: a folder for the page while the last method waits (its line and its arrival kept).
@@ -163,7 +148,7 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
     with started_app(env, app_dir or REPO_ROOT) as url_both, started_app(env, app_dir or REPO_ROOT) as url_alone:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            both_page, alone_page = _page(browser, url_both), _page(browser, url_alone)
+            both_page, alone_page = open_page(browser, url_both), open_page(browser, url_alone)
             # A demo question just before the measured ones: a made-up one sent the agents round
             # their loops to the end and left estimates of 6 s (SAG) and 79 s (GRASP) behind it.
             warm_up, *questions = _new_questions(n_questions + 1)

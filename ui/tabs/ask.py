@@ -43,6 +43,14 @@ def _columns(prog, titles=None) -> str:
 
 
 
+def _columns_shape(prog) -> tuple:
+    """What of the grid changes other than its running lines: each method's stages, whether it
+    has ended, and whether it is running or waiting for its turn (the head says which)."""
+    return (prog.session_id,) + tuple(
+        (len(prog.stages.get(m, [])), m in prog.runs,
+         None if m not in prog.live else prog.live[m].progress.get("llm") == "queued") for m in prog.methods)
+
+
 def _load_showcase(kb: str):
     """The shipped recording, or None; a broken file must not stop the app (it says why)."""
     try:
@@ -155,6 +163,7 @@ def layout(shell) -> SimpleNamespace:
         # the map's components at 1.9 s); the chart, below them, comes after (`first_chart`).
         graph = gr.HTML(first.get("graph", ""), elem_id="graph")
         columns = gr.HTML(first.get("columns", ""), elem_id="columns")
+        live_lines = gr.HTML(render.live_lines({}), elem_id="live-lines", container=False, padding=False)
         link = gr.Markdown(elem_id="session-link")
         question = gr.Textbox(label="Question", value=first.get("question") or (examples[0] if examples else ""),
                               lines=1, elem_id="question")
@@ -177,7 +186,7 @@ def layout(shell) -> SimpleNamespace:
     shell.app.first_map_doc = first.get("graph_doc", "")
     return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
                            example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
-                           run_btn=run_btn, link=link, columns=columns, stage_click=stage_click,
+                           run_btn=run_btn, link=link, columns=columns, live_lines=live_lines, stage_click=stage_click,
                            graph_pick=graph_pick, graph=graph, comparison=comparison)
 
 
@@ -215,6 +224,7 @@ def wire(shell) -> None:
     run_btn = shell.ask.run_btn
     link = shell.ask.link
     columns = shell.ask.columns
+    live_lines = shell.ask.live_lines
     stage_click = shell.ask.stage_click
     graph_pick = shell.ask.graph_pick
     graph = shell.ask.graph
@@ -235,10 +245,10 @@ def wire(shell) -> None:
                         held.close()
                     yield out
         except HopTraceError as e:
-            yield render.error_html(str(e)), "", gr.update(), _chart(None), "", ""
+            yield render.error_html(str(e)), "", gr.update(), _chart(None), "", "", render.live_lines({})
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
-        graph_sent, first, charted = None, True, None
+        graph_sent, first, charted, columns_sent = None, True, None, None
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
                                   {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
         titles = None
@@ -267,9 +277,13 @@ def wire(shell) -> None:
                     chart = _chart(_live_figure(prog, q))
                 elif fresh:
                     chart = _chart(None)
-                yield (_columns(prog, titles), graph_out,
-                       gr.update(choices=[], value=None) if fresh else gr.update(), chart,
-                       f"Session `{prog.session_id}` (running…)", prog.session_id), False
+                # Only the running lines changed: they go alone (render.LIVE_LINES_JS), not the grid.
+                shape = _columns_shape(prog)
+                grid = gr.update() if shape == columns_sent else _columns(prog, titles)
+                columns_sent = shape
+                yield (grid, graph_out, gr.update(choices=[], value=None) if fresh else gr.update(), chart,
+                       f"Session `{prog.session_id}` (running…)", prog.session_id,
+                       render.live_lines(prog.live)), False
             else:
                 choices = _graph_choices(prog.runs)
                 pick = _default_choice(prog.runs)
@@ -278,17 +292,18 @@ def wire(shell) -> None:
                 yield (_columns(prog, titles), render.hop_maps(prog.runs, prog.gold, pick, titles),
                        gr.update(choices=choices, value=pick or None),
                        _chart(render.comparison_figure(prog.runs, prog.gold)),
-                       f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id), True
+                       f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id,
+                       render.live_lines({})), True
 
     def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
         yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who,
                        request)
 
     run_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers], api_name="ask",
-                  outputs=[columns, graph, graph_pick, comparison, link, session_state],
+                  outputs=[columns, graph, graph_pick, comparison, link, session_state, live_lines],
                   concurrency_limit=8, concurrency_id="ask")
     live_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers],
-                   [columns, graph, graph_pick, comparison, link, session_state],
+                   [columns, graph, graph_pick, comparison, link, session_state, live_lines],
                    concurrency_limit=8, concurrency_id="ask")
     # The run is watched where its hop maps are: the form sits below the columns.
     for btn in (run_btn, live_btn):
@@ -335,6 +350,7 @@ def wire(shell) -> None:
     stage_click.change(lambda clicked, sid: pick_graph(clicked.split("\t")[0], sid) if clicked else gr.update(),
                        [stage_click, session_state], graph)
     app.load(None, js=render.STAGE_CLICK_JS)
+    app.load(None, js=render.LIVE_LINES_JS)
 
 
     def reopen(who, request: gr.Request):

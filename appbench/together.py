@@ -4,7 +4,8 @@ them, against each asked alone, on the same new questions.
 Two apps are started alike, with the response cache off (HOPTRACE_LLM_CACHE=0: every call reaches
 the model) and the embedded model, and driven in headless Chromium at 1440x900: one is asked the
 methods together in one request, the other each alone in its own (so neither finds the other's
-prompts in the model's prompt cache). The questions are demo questions the showcase does not hold.
+prompts in the model's prompt cache), and they swap roles each question. The questions are demo
+questions the showcase does not hold.
 Recorded per question and method: the seconds from the click to the method's ranking appearing in
 its column.
 
@@ -133,7 +134,8 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
     """`app_dir`: the app.py of another checkout (the code before a change), driven the same way.
     `shots`: a folder for the page while the last method waits (its line and its arrival kept).
 
-    Two apps, started alike: one is asked together, the other each alone. In one app the second
+    Two apps, started alike: one is asked together, the other each alone, and they swap each
+    question. In one app the second
     asking of a question found the first one's prompts in the model's prompt cache (1 GB of states,
     resumed from the longest matching prefix) and read them no more: alone after together, SAG took
     10.2 s, against 18.4 s alone in an app of its own. Each app is warmed up on the same other question
@@ -145,17 +147,21 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
     before = idle.calibrate()
     rows = []
     env = {"HOPTRACE_LLM_CACHE": "0", "HOPTRACE_PUBLIC": ""}
-    with started_app(env, app_dir or REPO_ROOT) as url_both, started_app(env, app_dir or REPO_ROOT) as url_alone:
+    with started_app(env, app_dir or REPO_ROOT) as url_a, started_app(env, app_dir or REPO_ROOT) as url_b:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            both_page, alone_page = open_page(browser, url_both), open_page(browser, url_alone)
+            pages = open_page(browser, url_a), open_page(browser, url_b)
             # A demo question just before the measured ones: a made-up one sent the agents round
             # their loops to the end and left estimates of 6 s (SAG) and 79 s (GRASP) behind it.
             warm_up, *questions = _new_questions(n_questions + 1)
             for m in methods:
-                _ask(both_page, warm_up, (m,))
-                _ask(alone_page, warm_up, (m,))
+                for page in pages:
+                    _ask(page, warm_up, (m,))
             for i, q in enumerate(questions):
+                # The apps swap roles each question. With together always in the same app, the same
+                # calls (tokens alike) took 3-6 % longer together than alone: swapping keeps one
+                # model server's own speed from passing for the cost of asking together.
+                both_page, alone_page = pages[i % 2], pages[1 - i % 2]
                 shot = (Path(shots) / "together-waiting.png") if shots and i == 0 else None
                 both = _ask(both_page, q, ("griever", *methods), shot=shot)
                 both.pop("griever", None)
@@ -163,9 +169,9 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
                 alone = {m: _ask(alone_page, q, (m,)).get(m) for m in methods}
                 cpu_alone = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
                              for k in ("model", "app", "browser")} if CPU else {}
-                rows.append({"question": q, "together": both, "alone": alone,
+                rows.append({"question": q, "together": both, "alone": alone, "together_in_app": "ab"[i % 2],
                              "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone})
-                print(f"{q[:60]}: together {both}, alone {alone}; CPU s together {cpu_both}, "
+                print(f"{q[:60]}: together (app {'ab'[i % 2]}) {both}, alone {alone}; CPU s together {cpu_both}, "
                       f"alone summed {cpu_alone}", flush=True)
             browser.close()
     after = idle.calibrate()

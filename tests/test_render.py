@@ -13,6 +13,11 @@ def test_titles_payloads_and_errors_are_escaped():
     assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;" in out
     assert "ht-gold" in out  # the gold passage is highlighted
     assert "<img" not in render.error_html(EVIL)
+    # a live run's running lines travel on their own (render.live_lines), escaped alike
+    live = Stage("query_entities", EVIL)
+    live.report(llm="writing", purpose=EVIL, tokens_out=3)
+    lines = render.live_lines({EVIL: live})
+    assert "<img" not in lines and lines.count("&lt;img src=x onerror=alert(1)&gt;") == 3
 
 
 def test_graph_iframe_is_sandboxed_small_and_fetches_only_from_this_server():

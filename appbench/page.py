@@ -2,7 +2,8 @@
 
 - start → ready: from spawning `python app.py` to the page answering HTTP 200;
 - click → first GRIEVER stage: from clicking Run (GRIEVER only) to its first stage panel
-  in the page, in headless Chromium; and click → ranking shown.
+  in the page, in headless Chromium; and click → ranking shown;
+- the idle app: the CPU seconds the server spends in 10 s with no visitor (ui/idle_frames.py).
 The demo KB must already be built (`hoptrace build --demo`).
 """
 from __future__ import annotations
@@ -119,11 +120,24 @@ _started: dict[str, float] = {}   # URL → seconds from spawn to the page's fir
 _pids: dict[str, int] = {}        # URL → the started app's pid
 
 
+def idle_cpu_s(pid: int, seconds: float = 10.0) -> float:
+    """CPU seconds (user + system, all threads) that process `pid` spent in `seconds` of wall time."""
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = used()
+    time.sleep(seconds)
+    return round(used() - before, 2)
+
+
 def bench_app(runs: int = 5, question: str | None = None) -> dict:
     with started_app() as url:
         ready_s = _started.pop(url)
         first, done = _clicks(url, runs, question)
-    return {"start_to_ready_s": round(ready_s, 2),
+        # With no visitor and nothing to do: what the server costs the cores the model writes on.
+        idle = idle_cpu_s(_pids[url])
+    return {"start_to_ready_s": round(ready_s, 2), "idle_app_cpu_s_in_10_s": idle,
             "click_to_first_griever_stage_ms_p50": round(statistics.median(first), 1),
             "click_to_first_griever_stage_ms_max": round(max(first), 1),
             "click_to_griever_ranking_ms_p50": round(statistics.median(done), 1),

@@ -109,3 +109,33 @@ def test_behind_a_root_path_the_apps_own_paths_are_matched():
         == "/assets/a.js"
     assert static_cache.app_path({"path": "/assets/a.js", "root_path": ""}) == "/assets/a.js"
     assert static_cache.app_path({"path": "/other", "root_path": "/proxy"}) == "/other"
+
+
+def test_an_idle_queue_looks_for_work_fifty_times_a_second_not_a_thousand():
+    # Gradio's own loop, run as the server runs it, with its sleeps counted: a Gradio that stops
+    # reading the attribute ui/idle_frames.py sets shows here as a thousand looks a second again.
+    import asyncio
+    from unittest import mock
+
+    import gradio as gr
+
+    from ui import idle_frames  # importing it calms every queue made after (ui/app.py imports it)
+
+    with gr.Blocks() as app:
+        gr.Markdown("idle")
+    app.queue(default_concurrency_limit=2, max_size=32)   # as ui/app.py's serve does
+    real_sleep, slept = asyncio.sleep, []
+
+    async def counted(delay, *args):
+        slept.append(delay)
+        await real_sleep(delay)
+
+    async def watch(seconds: float) -> None:
+        with mock.patch("gradio.queueing.asyncio.sleep", counted):
+            task = asyncio.ensure_future(app._queue.start_processing())
+            await real_sleep(seconds)
+            task.cancel()
+
+    asyncio.run(watch(0.5))
+    assert slept and set(slept) == {idle_frames.QUEUE_POLL_S}
+    assert len(slept) <= 0.5 / idle_frames.QUEUE_POLL_S + 2

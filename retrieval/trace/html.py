@@ -53,6 +53,8 @@ table.ht-ranking td:last-child,table.ht-ranking th{white-space:nowrap}
 .ht-nested[open]{display:block;border-left:2px solid #e4e4e7;padding-left:6px}
 .ht-card{border:1px solid #e4e4e7;border-radius:4px;margin:3px 0;padding:2px 4px;font-size:.9em}
 .ht-live{border-color:#2563eb;background:#eff6ff}
+.ht-dot{display:inline-block;width:.6em;height:.6em;border-radius:50%;background:#2563eb;margin-right:.3em;
+  vertical-align:middle}
 .ht-recorded{background:#fef9c3;border:1px solid #eab308;border-radius:6px;padding:2px 8px;margin-bottom:4px}
 .ht-graph-link{color:#1d4ed8;cursor:pointer;text-decoration:underline;font-size:.85em;font-weight:600}
 """
@@ -262,8 +264,10 @@ def live_html(st: Stage) -> str:
         doing = f"LLM writing · {purpose} · {n} token{'' if n == 1 else 's'} so far{cap}"
     else:
         doing = "running"
-    return (f"<div class='ht-stage ht-live'>⏳ <b>{esc(st.title)}</b> <span class='ht-meta'>{esc(st.name)} · "
-            f"{doing} · {elapsed:.1f} s</span></div>")
+    # The running mark is a dot drawn by CSS (.ht-dot), not an emoji: where the visitor's machine has
+    # no emoji font (the headless Chromium here) an hourglass showed as an empty box.
+    return (f"<div class='ht-stage ht-live'><span class='ht-dot' aria-hidden='true'></span><b>{esc(st.title)}</b> "
+            f"<span class='ht-meta'>{esc(st.name)} · {doing} · {elapsed:.1f} s</span></div>")
 
 
 def column_html(method: str, stages: list[Stage], run: Optional[RunResult], gold: set[str],

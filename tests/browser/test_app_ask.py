@@ -123,6 +123,11 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
         chart.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=10_000)
         assert "composed" not in chart.inner_text(), "the recording's comparison is still shown"
     assert page.locator("#recorded-banner").count() == 0
+    # The outputs being updated keep Gradio's border, still (ui/idle_frames.py): its pulse kept the
+    # browser at half a core on the cores the model writes on.
+    still = page.evaluate("() => [...document.querySelectorAll('.generating')]"
+                          ".map(e => getComputedStyle(e).animationName)")
+    assert still and set(still) == {"none"}, still
     snap(page, shots, "live_progress.png", full_page=True)
     page.wait_for_selector("#columns .ht-col[data-method='sag'] table.ht-ranking", timeout=600_000)
     assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0

@@ -120,15 +120,17 @@ _started: dict[str, float] = {}   # URL → seconds from spawn to the page's fir
 _pids: dict[str, int] = {}        # URL → the started app's pid
 
 
-def idle_cpu_s(pid: int, seconds: float = 10.0) -> float:
-    """CPU seconds (user + system, all threads) that process `pid` spent in `seconds` of wall time."""
-    def used() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def proc_stat(pid: int) -> tuple[int, float]:
+    """Process `pid`'s parent and CPU seconds so far (user + system, all threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    before = used()
+
+def idle_cpu_s(pid: int, seconds: float = 10.0) -> float:
+    """CPU seconds that process `pid` spent in `seconds` of wall time."""
+    before = proc_stat(pid)[1]
     time.sleep(seconds)
-    return round(used() - before, 2)
+    return round(proc_stat(pid)[1] - before, 2)
 
 
 def bench_app(runs: int = 5, question: str | None = None) -> dict:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from retrieval.core import cpu, idle
 
-from .page import ARGS, CHROMIUM, _pids, open_page, pick, started_app
+from .page import ARGS, CHROMIUM, _pids, open_page, pick, proc_stat, started_app
 
 METHODS = ("gear", "sag", "grasp")
 
@@ -64,14 +64,12 @@ _WATCH = """([methods]) => {
 def _cpu_by_pid() -> tuple[dict[int, int], dict[int, float]]:
     """Every process's parent and CPU seconds so far (user + system), from /proc."""
     parent, cpu_s = {}, {}
-    tick = os.sysconf("SC_CLK_TCK")
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                parent[int(d.name)], cpu_s[int(d.name)] = proc_stat(int(d.name))
             except OSError:   # gone since the listing
                 continue
-            parent[int(d.name)], cpu_s[int(d.name)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
     return parent, cpu_s
 
 

@@ -14,7 +14,6 @@ from browser.flows import (
     EVIL,
     Q,
     browser_contexts,
-    drawn_pixels,
     first_run_id,
     map_frame,
     run_methods,
@@ -22,6 +21,7 @@ from browser.flows import (
     set_question,
     snap,
     tab,
+    wait_drawn,
 )
 from ui import early_map
 
@@ -65,12 +65,7 @@ def test_a_run_streams_its_stages_map_and_comparison_and_a_stage_link_shows_that
     # The hop map is where the reader looks: in the viewport, no scrolling of their own.
     box = page.locator("#graph iframe").bounding_box()
     assert box["y"] >= -1 and box["y"] + 200 <= page.viewport_size["height"], box
-    drawn = 0
-    for _ in range(20):
-        page.wait_for_timeout(300)
-        drawn = drawn_pixels(page)
-        if drawn > 1000:
-            break
+    drawn = wait_drawn(page)
     assert drawn > 1000, f"the stage's map drew {drawn} pixels"
     snap(page, shots, "stage-click.png")
 
@@ -101,15 +96,7 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
         assert col.locator("table.ht-ranking").count() == 1
     assert any(n.startswith("rerank ") for n in
                page.locator("#columns .ht-col[data-method='sag'] .ht-stage summary .ht-meta").all_inner_texts())
-    drawn = 0
-    for _ in range(40):   # the new question's hop map, not only its columns
-        try:
-            drawn = drawn_pixels(page)
-        except Exception:   # the frame is being replaced
-            drawn = 0
-        if drawn > 1000:
-            break
-        page.wait_for_timeout(300)
+    drawn = wait_drawn(page, tries=40)   # the new question's hop map, not only its columns
     assert drawn > 1000, f"the picked question's map drew {drawn} pixels"
     snap(page, shots, "showcase.png", full_page=True)
 

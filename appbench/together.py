@@ -13,6 +13,13 @@ Printed: the table, the median over questions of each method's together-time ove
 the first LLM method's (the one that arrived first) and the last one's against the sum of the
 alone times (more than 1: work was lost between the methods), the machine, and whether it was
 idle before and after (the idle watch's calibration workload).
+
+Each ask's runs are then read from the trace file the apps wrote: each method's LLM calls, their
+tokens and the seconds the model spent on them. Asked together and alone, a method makes the same
+calls (temperature 0, the response cache off), so where the tokens match, the seconds outside the
+model's calls are the app's own share (the page, the turns, the LLM-free stages): `overhead_s`,
+together against the three alone asks summed. A last arrival over the sum with less overhead
+together was the model computing the same calls slower, not work lost between the methods.
 """
 from __future__ import annotations
 
@@ -25,6 +32,8 @@ from pathlib import Path
 from retrieval.core import cpu, idle
 
 from .page import ARGS, CHROMIUM, _pids, open_page, pick, proc_stat, started_app
+
+_SESSION = "() => { const g = document.querySelector('#columns .ht-grid'); return g ? g.dataset.session : null; }"
 
 METHODS = ("gear", "sag", "grasp")
 
@@ -92,9 +101,11 @@ def cpu_split(app_pid: int) -> dict[str, float]:
             "browser": sum(cpu_s.get(p, 0) for p in browser)}
 
 
-def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, shot=None) -> dict[str, float]:
-    """Seconds from the click to each method's ranking in its column. `shot`: a path for a screenshot
-    taken once while the last method waits for its turn, its waiting line kept in `WAITING`."""
+def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900,
+         shot=None) -> tuple[dict[str, float], str]:
+    """Seconds from the click to each method's ranking in its column, and the ask's session id.
+    `shot`: a path for a screenshot taken once while the last method waits for its turn, its
+    waiting line kept in `WAITING`."""
     pick(page, methods, question)
     app_pid = _pids.get(page.url.split("?")[0].rstrip("/") + "/")
     cpu0 = cpu_split(app_pid) if app_pid else {}
@@ -121,7 +132,27 @@ def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900, 
         said = re.search(r"in about (\d+) s · about (\d+) s of work", WAITING.get("text", ""))
         if said:   # what the line promised, from the moment it was read, against what happened
             WAITING["expected_arrival_s"] = round(WAITING["at_s"] + int(said[1]) + int(said[2]), 1)
-    return arrived
+    return arrived, page.evaluate(_SESSION) or ""
+
+
+def model_work(session_id: str, path=None) -> dict[str, dict]:
+    """Each method's LLM calls in a stored ask: how many, their tokens (in, out) and the seconds the
+    model spent on them, from the trace file the apps wrote ($HOPTRACE_HOME, as this process's)."""
+    from traces.storage.store import TraceReader, default_path
+
+    reader = TraceReader(path or default_path())
+    try:
+        out = {}
+        for rid in reader.run_ids(session=session_id):
+            run, _ = reader.load_run(rid)
+            calls = [c for st in run.stages for c in st.llm_calls]
+            if calls:
+                out[run.method] = {"calls": len(calls),
+                                   "tokens": [sum(c.tokens_in for c in calls), sum(c.tokens_out for c in calls)],
+                                   "model_s": round(sum(c.latency_ms for c in calls) / 1000, 1)}
+        return out
+    finally:
+        reader.close()
 
 
 CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the browser
@@ -161,13 +192,19 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
                 # model server's own speed from passing for the cost of asking together.
                 both_page, alone_page = pages[i % 2], pages[1 - i % 2]
                 shot = (Path(shots) / "together-waiting.png") if shots and i == 0 else None
-                both = _ask(both_page, q, ("griever", *methods), shot=shot)
+                both, session = _ask(both_page, q, ("griever", *methods), shot=shot)
                 both.pop("griever", None)
+                work_both = model_work(session)
                 cpu_both = CPU[-1] if CPU else {}
-                alone = {m: _ask(alone_page, q, (m,)).get(m) for m in methods}
+                alone, work_alone = {}, {}
+                for m in methods:
+                    arrived, session = _ask(alone_page, q, (m,))
+                    alone[m] = arrived.get(m)
+                    work_alone.update(model_work(session))
                 cpu_alone = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
                              for k in ("model", "app", "browser")} if CPU else {}
                 rows.append({"question": q, "together": both, "alone": alone, "together_in_app": "ab"[i % 2],
+                             "work_together": work_both, "work_alone": work_alone,
                              "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone})
                 print(f"{q[:60]}: together (app {'ab'[i % 2]}) {both}, alone {alone}; CPU s together {cpu_both}, "
                       f"alone summed {cpu_alone}", flush=True)
@@ -179,12 +216,29 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
                                        "cores": os.cpu_count()}
 
 
+def overhead(row: dict, methods: tuple[str, ...]) -> dict | None:
+    """Where each method made the same calls together and alone (tokens alike): the seconds the
+    model spent on them both ways, and the rest, outside the model's calls (the last arrival
+    together, the alone arrivals summed). None where the calls differ or were not read."""
+    wt, wa = row.get("work_together") or {}, row.get("work_alone") or {}
+    t, a = row["together"], row["alone"]
+    if not all(m in wt and m in wa and wt[m]["tokens"] == wa[m]["tokens"] and t.get(m) and a.get(m)
+               for m in methods):
+        return None
+    model_t = sum(wt[m]["model_s"] for m in methods)
+    model_a = sum(wa[m]["model_s"] for m in methods)
+    return {"model_s": [round(model_t, 1), round(model_a, 1)],
+            "overhead_s": [round(max(t[m] for m in methods) - model_t, 1),
+                           round(sum(a[m] for m in methods) - model_a, 1)]}
+
+
 def summarise(rows: list[dict], methods: tuple[str, ...]) -> dict:
-    """Each method's median together/alone, the first arrival's ratio, the last's against the sum."""
+    """Each method's median together/alone, the first arrival's ratio, the last's against the sum,
+    and where the same calls were made both ways, whose seconds a question over the sum lost."""
     ratio = {m: round(statistics.median(r["together"][m] / r["alone"][m] for r in rows
                                         if r["together"].get(m) and r["alone"].get(m)), 2)
              for m in methods if any(r["together"].get(m) and r["alone"].get(m) for r in rows)}
-    first, last, over = [], [], 0
+    first, last, over, same, ours = [], [], 0, 0, 0
     for r in rows:
         t, a = r["together"], r["alone"]
         if not all(t.get(m) and a.get(m) for m in methods):
@@ -194,21 +248,33 @@ def summarise(rows: list[dict], methods: tuple[str, ...]) -> dict:
         total = sum(a[m] for m in methods)
         last.append(max(t.values()) / total)
         over += max(t.values()) > total
+        split = overhead(r, methods)
+        if split:
+            same += 1
+            # Over the sum with more time outside the model's calls together than alone: lost by
+            # the app, not by the model computing the same calls slower.
+            ours += max(t.values()) > total and split["overhead_s"][0] > split["overhead_s"][1]
     return {"together_over_alone_median": ratio,
             "first_arrival_over_its_alone_median": round(statistics.median(first), 2) if first else None,
             "last_arrival_over_sum_alone_median": round(statistics.median(last), 2) if last else None,
             "last_arrival_over_sum_alone_max": round(max(last), 2) if last else None,
-            "questions_where_together_cost_more_than_the_sum": over, "questions": len(rows)}
+            "questions_where_together_cost_more_than_the_sum": over,
+            "questions_with_the_same_calls_together_and_alone": same,
+            "questions_over_the_sum_with_more_overhead_together": ours, "questions": len(rows)}
 
 
 def table(res: dict, methods: tuple[str, ...] = METHODS) -> str:
     """Per question: each method's seconds together and alone, the sum alone and the last arrival."""
-    head = "| question | " + " | ".join(f"{m} together / alone" for m in methods) + " | last together | sum alone |"
-    lines = [head, "|" + "---|" * (len(methods) + 3)]
+    head = ("| question | " + " | ".join(f"{m} together / alone" for m in methods)
+            + " | last together | sum alone | model s together / alone | overhead s together / alone |")
+    lines = [head, "|" + "---|" * (len(methods) + 5)]
     for r in res["rows"]:
         t, a = r["together"], r["alone"]
         cells = [f"{t.get(m, '-')} / {a.get(m, '-')}" for m in methods]
         total = sum(a.get(m) or 0 for m in methods)
+        split = overhead(r, methods)
+        model, rest = ((" / ".join(map(str, split["model_s"])), " / ".join(map(str, split["overhead_s"])))
+                       if split else ("calls differ" if r.get("work_together") else "-", "-"))
         lines.append(f"| {r['question'][:48]} | " + " | ".join(cells)
-                     + f" | {max(t.values(), default=0):.1f} | {total:.1f} |")
+                     + f" | {max(t.values(), default=0):.1f} | {total:.1f} | {model} | {rest} |")
     return "\n".join(lines)

@@ -90,15 +90,23 @@ def _tree(root: int, parent: dict[int, int]) -> set[int]:
     return found
 
 
+def steal_s() -> float:
+    """Seconds so far that the hypervisor ran something else while this VM's CPUs had work
+    (/proc/stat's steal, all CPUs): the host's share of a slow ask, which no process here shows."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def cpu_split(app_pid: int) -> dict[str, float]:
     """CPU seconds so far of the model server (the app's children), the app itself, and the
-    browser (this process's other descendants): where two cores went during an ask."""
+    browser (this process's other descendants), and the host's steal: where two cores went
+    during an ask."""
     parent, cpu_s = _cpu_by_pid()
     app = _tree(app_pid, parent)
     model = app - {app_pid}
     browser = _tree(os.getpid(), parent) - {os.getpid()} - set().union(*(_tree(p, parent) for p in _pids.values()))
     return {"model": sum(cpu_s.get(p, 0) for p in model), "app": cpu_s.get(app_pid, 0.0),
-            "browser": sum(cpu_s.get(p, 0) for p in browser)}
+            "browser": sum(cpu_s.get(p, 0) for p in browser), "steal": steal_s()}
 
 
 def _ask(page, question: str, methods: tuple[str, ...], timeout_s: float = 900,
@@ -202,7 +210,7 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
                     alone[m] = arrived.get(m)
                     work_alone.update(model_work(session))
                 cpu_alone = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
-                             for k in ("model", "app", "browser")} if CPU else {}
+                             for k in ("model", "app", "browser", "steal")} if CPU else {}
                 rows.append({"question": q, "together": both, "alone": alone, "together_in_app": "ab"[i % 2],
                              "work_together": work_both, "work_alone": work_alone,
                              "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone})

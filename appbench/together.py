@@ -163,7 +163,7 @@ def model_work(session_id: str, path=None) -> dict[str, dict]:
         reader.close()
 
 
-CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the browser
+CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the browser; the host's steal
 WAITING: dict = {}   # the waiting line a screenshot caught, and when that method's ranking arrived
 
 

@@ -96,7 +96,6 @@ def drawn_pixels(page) -> int:
         let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""")
 
 
-
 def wait_drawn(page, tries: int = 20, every_ms: int = 300) -> int:
     """`drawn_pixels` read until the map has painted over 1000 pixels or `tries` reads have passed;
     the last count. A read while the frame is being replaced counts as nothing drawn."""
@@ -110,6 +109,7 @@ def wait_drawn(page, tries: int = 20, every_ms: int = 300) -> int:
         if drawn > 1000:
             break
     return drawn
+
 
 def snap(target, shots, name: str, **kw) -> None:
     """A screenshot for a person to look at (a page or one element), taken when HOPTRACE_SCREENSHOTS

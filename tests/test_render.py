@@ -62,3 +62,26 @@ def test_a_reused_encoding_is_named_beside_the_latency():
     html = render.column_html("composed", [enc, own], run, set(), running=False)
     assert "7.9 ms (incl. 6.3 ms shared)" in html and "6.4 ms (incl. 6.3 ms shared)" in html
     assert "0.3 ms ·" in html  # a stage that reused nothing reads as before
+
+
+def test_a_live_hop_map_is_given_the_changed_maps_not_sent_again():
+    """Issue 88: a live run's first stage makes the hop map's frame, marked with its session; a later
+    stage is only the maps that changed (hidden box → LIVE_MAP_JS → the frame), escaped."""
+    import base64
+    import json
+
+    def run(method):
+        g = Subgraph()
+        g.edge(g.node("q", "question", EVIL), g.node("p1", "passage", EVIL), "retrieved")
+        return RunResult(method, EVIL, stages=[Stage("retrieve", "Retrieve", subgraph=g)])
+
+    done, running = {"griever": run("griever")}, {"sag": run("sag").stages, "gear": run("gear").stages}
+    frame = render.hop_maps(done, {"p1"}, "sag · retrieve", partial=running, question=EVIL, live_id=EVIL)
+    assert "data-live=\"&lt;img src=x onerror=alert(1)&gt;\"" in frame
+    later = render.live_map(done, {"p1"}, running, {"sag"}, "sag · retrieve", EVIL, 7, question=EVIL)
+    assert "<img" not in later and later.count("&lt;img src=x onerror=alert(1)&gt;") == 1   # data-run
+    data = json.loads(base64.b64decode(later.split("data-hopmap-live='", 1)[1].split("'", 1)[0]))
+    assert [m["method"] for m in data["maps"]] == ["sag"]                  # the changed method's map only
+    assert data["order"] == ["griever", "gear", "sag"] and data["method"] == "sag" and data["seq"] == 7
+    assert any(n["f"] == EVIL for n in data["maps"][0]["nodes"])          # whole, as data
+    assert len(later) * 5 < len(frame)

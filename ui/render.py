@@ -30,10 +30,10 @@ from retrieval.trace.html import (
 )
 
 __all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
-           "LIVE_LINES_JS", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
+           "LIVE_LINES_JS", "LIVE_MAP_HIDDEN", "LIVE_MAP_JS", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "first_map", "graph_iframe", "grid_html",
-           "hop_maps", "live_html", "live_lines", "machine_text", "payload_html", "ranking_html", "shared_machine",
-           "stage_html",
+           "hop_maps", "live_html", "live_lines", "live_map", "machine_text", "payload_html", "ranking_html",
+           "shared_machine", "stage_html",
            "vis_file"]
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult, Stage, Subgraph
@@ -176,19 +176,68 @@ def graph_iframe(g: Optional[Subgraph], gold: set[str], height: int = 420) -> st
 
 def hop_maps(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,
              titles: Optional[dict] = None, partial: Optional[dict[str, list[Stage]]] = None,
-             question: str = "") -> str:
+             question: str = "", live_id: str = "") -> str:
     """The hop map viewer of a request's runs (retrieval/trace/hopmap_view.py), opened on `choice`
     ("method · stage"); `partial`: the stages so far of methods still running, which makes the
     maps live (a request being watched: laid out so that no node moves as stages arrive);
-    `question`: the request's, for the methods still running.
+    `question`: the request's, for the methods still running; `live_id`: the request's session,
+    for a live map that is given its later stages (`live_map`) instead of being sent again.
     vis-network comes from the app's own route, relative to the page (right behind any proxy)."""
+    return hopmap_view.iframe(_viewer_runs(_shown(runs, partial, question), gold), *_method_stage(choice),
+                              vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles,
+                              live=partial is not None, live_id=live_id)
+
+
+def _shown(runs: dict[str, RunResult], partial: Optional[dict[str, list[Stage]]], question: str) -> dict:
     shown = dict(runs)
     for m, stages in (partial or {}).items():
         if m not in shown and stages:
             shown[m] = RunResult(method=m, question=question, stages=list(stages))
-    return hopmap_view.iframe(_viewer_runs(shown, gold), *_method_stage(choice),
-                              vis_src=f"{VIS_ROUTE}/vis-network.min.js", titles=titles,
-                              live=partial is not None)
+    return shown
+
+
+def live_map(runs: dict[str, RunResult], gold: set[str], partial: dict[str, list[Stage]], changed: set[str],
+             choice: str, live_id: str, seq: int, titles: Optional[dict] = None, question: str = "") -> str:
+    """A run's later stages for its live hop map (`hop_maps(live_id=…)`, already on the page):
+    the maps of the `changed` methods, in a hidden box that LIVE_MAP_JS hands to that frame."""
+    shown = paper_order({m: r for m, r in _shown(runs, partial, question).items() if r.stages})
+    data = hopmap_view.live_update([vr for vr in _viewer_runs(shown, gold) if vr.method in changed], list(shown),
+                                   *_method_stage(choice), seq=seq, titles=titles)
+    return (f"{LIVE_MAP_HIDDEN}<div data-hopmap-live='{data}' data-run='{esc(live_id)}' data-seq='{int(seq)}' "
+            f"data-methods='{esc(json.dumps(list(shown)))}'></div>")
+
+
+LIVE_MAP_HIDDEN = "<style>#live-map{display:none}</style>"
+# A live run's hop map was a new frame for every stage with something to draw: the viewer's
+# document, vis-network compiled again and every running method's map, ~0.24 browser CPU s a
+# stage on the cores the model writes on, and 5.5 MB for a four-method request against 1.6 MB for
+# its methods alone (throwaway replay of a showcase question, issue 88). The first stage makes the
+# frame (marked `data-live`); each later one comes to this hidden box as the changed methods' maps
+# (`live_map`), and this posts it to that frame once its viewer listens (`hopmapReady`).
+LIVE_MAP_JS = """() => {
+  const box = document.querySelector('#live-map');
+  if (!box) return;
+  const ready = new WeakSet();
+  const send = () => {
+    const item = box.querySelector('[data-hopmap-live]');
+    if (!item) return;
+    const frame = [...document.querySelectorAll('#graph iframe.ht-hopmap[data-live]')]
+      .find((f) => f.dataset.live === item.dataset.run);
+    if (!frame || !ready.has(frame.contentWindow) || frame.dataset.seq === item.dataset.seq) return;
+    frame.dataset.seq = item.dataset.seq;
+    frame.dataset.methods = item.dataset.methods;   // the stage links find the frame by its methods
+    frame.contentWindow.postMessage({hopmapLive: item.dataset.hopmapLive}, '*');
+  };
+  // A viewer's document says when it listens; Gradio may load a new document into the same
+  // element (its HTML is patched, not replaced), which then has had nothing yet.
+  addEventListener('message', (e) => {
+    if (!(e.data && e.data.hopmapReady && e.source)) return;
+    const frame = [...document.querySelectorAll('#graph iframe.ht-hopmap')].find((f) => f.contentWindow === e.source);
+    if (!frame) return;
+    ready.add(e.source); delete frame.dataset.seq; send();
+  });
+  new MutationObserver(send).observe(box, {childList: true, subtree: true, attributes: true});
+}"""
 
 
 def first_map(runs: dict[str, RunResult], gold: set[str], choice: Optional[str] = None,

@@ -6,10 +6,13 @@
 // own elements get textContent), so a KB's titles never become markup.
 (function () {
   "use strict";
-  const packed = atob(document.getElementById("hopmap-data").textContent.trim());
-  const bytes = new Uint8Array(packed.length);   // a plain loop: Uint8Array.from with a mapper was 3x slower
-  for (let j = 0; j < packed.length; j++) bytes[j] = packed.charCodeAt(j);
-  const DATA = JSON.parse(new TextDecoder().decode(bytes));
+  function unpack(b64) {
+    const packed = atob(b64.trim());
+    const bytes = new Uint8Array(packed.length);   // a plain loop: Uint8Array.from with a mapper was 3x slower
+    for (let j = 0; j < packed.length; j++) bytes[j] = packed.charCodeAt(j);
+    return JSON.parse(new TextDecoder().decode(bytes));
+  }
+  const DATA = unpack(document.getElementById("hopmap-data").textContent);
   const MIN_SCALE = DATA.min_scale, FONT = DATA.font_px;
   // Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one shape a kind.
   const KIND = {
@@ -356,9 +359,32 @@
     return true;
   };
   window.hopmapCount = () => DATA.maps.map((m) => ({method: m.method, stages: m.stages.length}));
+  // A run being watched: the page sends each arrival's maps (hopmap_view.live_update) to this one
+  // frame instead of a new document, which cost the browser ~0.24 CPU s a stage (vis-network
+  // compiled and the whole request's maps parsed again) on the cores the model writes on.
+  let liveSeq = -1;
+  window.hopmapLive = function (b64) {
+    const u = unpack(b64);
+    if (u.seq <= liveSeq) return false;
+    liveSeq = u.seq;
+    u.maps.forEach((m) => {
+      const at = DATA.maps.findIndex((o) => o.method === m.method);
+      if (at >= 0) DATA.maps[at] = m; else DATA.maps.push(m);
+    });
+    const rank = (m) => { const r = u.order.indexOf(m.method); return r < 0 ? u.order.length : r; };
+    DATA.maps.sort((a, b) => rank(a) - rank(b));
+    stop();
+    DATA.method = u.method; DATA.stage = u.stage;
+    load(Math.max(0, DATA.maps.findIndex((m) => m.method === u.method)));
+    // What it now shows, for the page's tests and the benchmark (the frame is another origin).
+    if (window.parent !== window)
+      window.parent.postMessage({hopmapLiveShown: {seq: u.seq, method: map().method, stages: map().stages.length}}, "*");
+    return true;
+  };
   window.addEventListener("message", (e) => {
     const d = e.data && e.data.hopmap;
     if (d && typeof d.method === "string" && typeof d.stage === "string") window.hopmapShow(d.method, d.stage);
+    if (e.source === window.parent && e.data && typeof e.data.hopmapLive === "string") window.hopmapLive(e.data.hopmapLive);
   });
   // The page may lay the frame out after the network was made (Gradio renders the HTML first):
   // follow the canvas's size, and keep the stage's lane in view.
@@ -372,4 +398,6 @@
     focus(stage === m.stages.length - 1 ? -1 : m.stages[stage].lane);
   }).observe($("canvas"));
   load(cur);
+  // The page sends a live frame its stages once it listens (ui/render.py LIVE_MAP_JS).
+  if (window.parent !== window) window.parent.postMessage({hopmapReady: true}, "*");
 })();

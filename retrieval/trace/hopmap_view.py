@@ -154,22 +154,29 @@ BODY = """<div id='top'><span id='methods'></span><span class='ctl'>
 <div id='legend'></div>"""
 
 
+def _maps(runs: Iterable[ViewerRun], titles: Optional[dict], live: bool) -> list[dict]:
+    n = top_n()
+    return [_map_json(vr.method, hopmap.build(vr.run, vr.gold, top_n=n, titles=titles, live=live))
+            for vr in runs if vr.run.stages]
+
+
+def _opened_on(maps: list[dict], method: str, stage: str) -> tuple[str, int]:
+    """The method and stage index a viewer shows: `method` at `stage`, its last stage when not given."""
+    chosen = next((m for m in maps if m["method"] == method), maps[0] if maps else None)
+    if chosen is None:
+        return "", -1
+    return chosen["method"], next((i for i, s in enumerate(chosen["stages"]) if s["name"] == stage),
+                                  len(chosen["stages"]) - 1)
+
+
 def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
              titles: Optional[dict] = None, height: int = HEIGHT, live: bool = False) -> str:
     """The viewer's HTML document for these runs, opened on `method` at `stage` (its last stage
     when not given). `vis_src`: the URL of vis-network.min.js; None inlines it (notebooks).
     `live`: runs being watched as their stages arrive (hopmap.build)."""
-    n = top_n()
-    maps = []
-    for vr in runs:
-        if not vr.run.stages:
-            continue
-        maps.append(_map_json(vr.method, hopmap.build(vr.run, vr.gold, top_n=n, titles=titles, live=live)))
-    chosen = next((m for m in maps if m["method"] == method), maps[0] if maps else None)
-    start = -1
-    if chosen is not None:
-        start = next((i for i, s in enumerate(chosen["stages"]) if s["name"] == stage), len(chosen["stages"]) - 1)
-    data = {"maps": maps, "method": chosen["method"] if chosen else "", "stage": start, "font_px": FONT_PX,
+    maps = _maps(runs, titles, live)
+    shown, start = _opened_on(maps, method, stage)
+    data = {"maps": maps, "method": shown, "stage": start, "font_px": FONT_PX,
             "min_scale": MIN_SCALE, "node_w": hopmap.NODE_W, "gutter": GUTTER, "head": 46}
     vis = (f"<script src='{html.escape(vis_src, quote=True)}'></script>" if vis_src
            else f"<script>{_inline_vis()}</script>")
@@ -179,15 +186,28 @@ def document(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_s
             f"<script>{_JS.read_text()}</script></body></html>")
 
 
+def live_update(changed: Iterable[ViewerRun], order: list[str], method: str, stage: str, seq: int,
+                titles: Optional[dict] = None) -> str:
+    """What a live viewer (an `iframe(live_id=…)`) is sent when stages arrive, instead of a new
+    document: the maps of the runs in `changed` only, the tabs' `order`, and the stage to show;
+    packed as the document's data is. hopmap.js merges it by method. `seq` counts the run's
+    updates: one that arrives late is dropped."""
+    maps = _maps(changed, titles, live=True)
+    shown, start = _opened_on([m for m in maps if m["method"] == method] or maps, method, stage)
+    return _packed({"maps": maps, "order": order, "method": shown, "stage": start, "seq": seq})
+
+
 def iframe(runs: Iterable[ViewerRun], method: str = "", stage: str = "", vis_src: Optional[str] = None,
-           titles: Optional[dict] = None, height: int = HEIGHT, live: bool = False) -> str:
+           titles: Optional[dict] = None, height: int = HEIGHT, live: bool = False, live_id: str = "") -> str:
     """The viewer in a sandboxed iframe (scripts and downloads only: no same-origin access, no
-    forms, no navigation of the page). data-methods lets the page's stage links talk to it."""
+    forms, no navigation of the page). data-methods lets the page's stage links talk to it;
+    `live_id` (a request's session) marks the frame its later stages are sent to (`live_update`)."""
     runs = list(runs)
     if not any(vr.run.stages for vr in runs):
         return "<div class='ht-meta'>No stage to draw yet.</div>"
     doc = document(runs, method, stage, vis_src, titles, height, live)
     methods = html.escape(json.dumps([vr.method for vr in runs if vr.run.stages]), quote=True)
+    marked = f"data-live=\"{html.escape(live_id, quote=True)}\" " if live_id else ""
     return (f"<iframe class='ht-hopmap' sandbox='allow-scripts allow-downloads' data-methods=\"{methods}\" "
-            f"title='hop map' style='width:100%;height:{height}px;border:1px solid #d4d4d8;border-radius:8px' "
+            f"{marked}title='hop map' style='width:100%;height:{height}px;border:1px solid #d4d4d8;border-radius:8px' "
             f"srcdoc=\"{html.escape(doc, quote=True)}\"></iframe>")

@@ -103,6 +103,14 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
     page.wait_for_selector("#comparison .js-plotly-plot", timeout=10_000)
     set_question(page, Q)
     set_methods(page, {"sag"})
+    # The live hop map is one frame given each later stage (render.LIVE_MAP_JS), not a frame a stage.
+    page.evaluate("""() => {
+      window.liveShown = []; window.mapsLoaded = 0;
+      addEventListener('message', (e) => {
+        if (e.data && e.data.hopmapLiveShown) liveShown.push(e.data.hopmapLiveShown);
+        if (e.data && e.data.hopmapReady) mapsLoaded++;
+      });
+    }""")
     page.click("#run")
     live = page.locator("#columns .ht-col[data-method='sag'] .ht-live")
     # The waiting line also ends in "so far" ("waiting 0 s so far"): wait for the model's own line.
@@ -124,6 +132,11 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
     snap(page, shots, "live_progress.png", full_page=True)
     page.wait_for_selector("#columns .ht-col[data-method='sag'] table.ht-ranking", timeout=600_000)
     assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0
+    page.wait_for_function("window.mapsLoaded >= 2", timeout=30_000)
+    shown, loaded = page.evaluate("[window.liveShown, window.mapsLoaded]")
+    assert loaded == 2, f"{loaded} hop map documents for one live run: the live one and the final one"
+    assert shown and all(s["method"] == "sag" for s in shown), shown
+    assert [s["seq"] for s in shown] == sorted({s["seq"] for s in shown}) and shown[-1]["stages"] > 2, shown
     names = page.locator("#columns .ht-col[data-method='sag'] .ht-stage summary .ht-meta").all_inner_texts()
     assert names[0].startswith("profile ")
 

@@ -164,6 +164,7 @@ def layout(shell) -> SimpleNamespace:
         graph = gr.HTML(first.get("graph", ""), elem_id="graph")
         columns = gr.HTML(first.get("columns", ""), elem_id="columns")
         live_lines = gr.HTML(render.live_lines({}), elem_id="live-lines", container=False, padding=False)
+        live_map = gr.HTML(render.LIVE_MAP_HIDDEN, elem_id="live-map", container=False, padding=False)
         link = gr.Markdown(elem_id="session-link")
         question = gr.Textbox(label="Question", value=first.get("question") or (examples[0] if examples else ""),
                               lines=1, elem_id="question")
@@ -186,7 +187,8 @@ def layout(shell) -> SimpleNamespace:
     shell.app.first_map_doc = first.get("graph_doc", "")
     return SimpleNamespace(sc=sc, sc_error=sc_error, sc_pick=sc_pick, live_btn=live_btn, question=question,
                            example=example, pickers=pickers, k=k, iterations=iterations, with_answer=with_answer,
-                           run_btn=run_btn, link=link, columns=columns, live_lines=live_lines, stage_click=stage_click,
+                           run_btn=run_btn, link=link, columns=columns, live_lines=live_lines, live_map=live_map,
+                           stage_click=stage_click,
                            graph_pick=graph_pick, graph=graph, comparison=comparison)
 
 
@@ -225,6 +227,7 @@ def wire(shell) -> None:
     link = shell.ask.link
     columns = shell.ask.columns
     live_lines = shell.ask.live_lines
+    live_map = shell.ask.live_map
     stage_click = shell.ask.stage_click
     graph_pick = shell.ask.graph_pick
     graph = shell.ask.graph
@@ -245,10 +248,13 @@ def wire(shell) -> None:
                         held.close()
                     yield out
         except HopTraceError as e:
-            yield render.error_html(str(e)), "", gr.update(), _chart(None), "", "", render.live_lines({})
+            yield (render.error_html(str(e)), "", gr.update(), _chart(None), "", "", render.live_lines({}),
+                   render.LIVE_MAP_HIDDEN)
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
         graph_sent, first, charted, columns_sent = None, True, None, None
+        mapped: dict[str, int] = {}   # the stages of each method the live hop map has (none: no frame yet)
+        sent: list[str] = []          # the stages it was sent, in order: their count numbers its updates
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
                                   {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
         titles = None
@@ -260,14 +266,26 @@ def wire(shell) -> None:
             # The first update clears what an earlier run or a recording left in the hop map,
             # stage picker and comparison, so nothing stale sits beside a live run.
             fresh, first = first, False
-            # The hop map is sent again only when a stage with something to draw arrived: it
-            # follows the newest stage ("watch each stage render").
+            # The hop map changes only when a stage with something to draw arrived: it follows the
+            # newest stage ("watch each stage render"). The first such stage makes the frame; each
+            # later one goes to that frame as the maps that changed (render.LIVE_MAP_JS).
             graph_out = "" if fresh else gr.update()
+            map_out = render.LIVE_MAP_HIDDEN if fresh else gr.update()
             if latest and latest[1].subgraph and latest[1].subgraph.nodes and latest is not graph_sent:
                 graph_sent = latest
                 titles = _drawn_titles(state, kb_name, prog.runs, titles)
-                graph_out = render.hop_maps(prog.runs, prog.gold, f"{latest[0]} · {latest[1].name}", titles,
-                                            partial=prog.stages, question=q)
+                have = {m: len(prog.runs[m].stages if m in prog.runs else prog.stages.get(m) or [])
+                        for m in prog.methods}
+                choice = f"{latest[0]} · {latest[1].name}"
+                if not mapped:
+                    graph_out = render.hop_maps(prog.runs, prog.gold, choice, titles, partial=prog.stages,
+                                                question=q, live_id=prog.session_id)
+                else:
+                    map_out = render.live_map(prog.runs, prog.gold, prog.stages,
+                                              {m for m, n in have.items() if n != mapped.get(m)}, choice,
+                                              prog.session_id, len(sent), titles, q)
+                mapped = have
+                sent.append(choice)
             if not prog.done:
                 # The chart is drawn from the stages that have arrived, and hidden until one has: a
                 # live run showed an empty "Timings, tokens and recall" frame until it ended.
@@ -283,7 +301,7 @@ def wire(shell) -> None:
                 columns_sent = shape
                 yield (grid, graph_out, gr.update(choices=[], value=None) if fresh else gr.update(), chart,
                        f"Session `{prog.session_id}` (running…)", prog.session_id,
-                       render.live_lines(prog.live)), False
+                       render.live_lines(prog.live), map_out), False
             else:
                 choices = _graph_choices(prog.runs)
                 pick = _default_choice(prog.runs)
@@ -293,17 +311,17 @@ def wire(shell) -> None:
                        gr.update(choices=choices, value=pick or None),
                        _chart(render.comparison_figure(prog.runs, prog.gold)),
                        f"Session `{prog.session_id}` · [link to this comparison]({url})", prog.session_id,
-                       render.live_lines({})), True
+                       render.live_lines({}), render.LIVE_MAP_HIDDEN), True
 
     def ask_picked(kb_name, q, k_value, n_iter, answer, who, request: gr.Request, *picked):
         yield from ask(kb_name, q, [m for chosen in picked for m in chosen], k_value, n_iter, answer, who,
                        request)
 
     run_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers], api_name="ask",
-                  outputs=[columns, graph, graph_pick, comparison, link, session_state, live_lines],
+                  outputs=[columns, graph, graph_pick, comparison, link, session_state, live_lines, live_map],
                   concurrency_limit=8, concurrency_id="ask")
     live_btn.click(ask_picked, [kb, question, k, iterations, with_answer, visitor, *pickers],
-                   [columns, graph, graph_pick, comparison, link, session_state, live_lines],
+                   [columns, graph, graph_pick, comparison, link, session_state, live_lines, live_map],
                    concurrency_limit=8, concurrency_id="ask")
     # The run is watched where its hop maps are: the form sits below the columns.
     for btn in (run_btn, live_btn):
@@ -351,6 +369,7 @@ def wire(shell) -> None:
                        [stage_click, session_state], graph)
     app.load(None, js=render.STAGE_CLICK_JS)
     app.load(None, js=render.LIVE_LINES_JS)
+    app.load(None, js=render.LIVE_MAP_JS)
 
 
     def reopen(who, request: gr.Request):

@@ -210,7 +210,7 @@ def live_map(runs: dict[str, RunResult], gold: set[str], partial: dict[str, list
 LIVE_MAP_HIDDEN = "<style>#live-map{display:none}</style>"
 # A live run's hop map was a new frame for every stage with something to draw: the viewer's
 # document, vis-network compiled again and every running method's map, ~0.24 browser CPU s a
-# stage on the cores the model writes on, and 5.5 MB for a four-method request against 1.6 MB for
+# stage on the cores the model writes on, and 5.4 MB for a four-method request against 1.6 MB for
 # its methods alone (throwaway replay of a showcase question, issue 88). The first stage makes the
 # frame (marked `data-live`); each later one comes to this hidden box as the changed methods' maps
 # (`live_map`), and this posts it to that frame once its viewer listens (`hopmapReady`).

@@ -193,7 +193,7 @@ def live_update(changed: Iterable[ViewerRun], order: list[str], method: str, sta
     packed as the document's data is. hopmap.js merges it by method. `seq` counts the run's
     updates: one that arrives late is dropped."""
     maps = _maps(changed, titles, live=True)
-    shown, start = _opened_on([m for m in maps if m["method"] == method] or maps, method, stage)
+    shown, start = _opened_on(maps, method, stage)
     return _packed({"maps": maps, "order": order, "method": shown, "stage": start, "seq": seq})
 
 

@@ -254,7 +254,7 @@ def wire(shell) -> None:
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
         graph_sent, first, charted, columns_sent = None, True, None, None
         mapped: dict[str, int] = {}   # the stages of each method the live hop map has (none: no frame yet)
-        sent: list[str] = []          # the stages it was sent, in order: their count numbers its updates
+        seq = 0                       # the frame's updates so far: a late one is dropped (hopmap.js)
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
                                   {"n_iterations": int(n_iter)}, answer=bool(answer), owner=who or "")
         titles = None
@@ -281,11 +281,11 @@ def wire(shell) -> None:
                     graph_out = render.hop_maps(prog.runs, prog.gold, choice, titles, partial=prog.stages,
                                                 question=q, live_id=prog.session_id)
                 else:
+                    seq += 1
                     map_out = render.live_map(prog.runs, prog.gold, prog.stages,
                                               {m for m, n in have.items() if n != mapped.get(m)}, choice,
-                                              prog.session_id, len(sent), titles, q)
+                                              prog.session_id, seq, titles, q)
                 mapped = have
-                sent.append(choice)
             if not prog.done:
                 # The chart is drawn from the stages that have arrived, and hidden until one has: a
                 # live run showed an empty "Timings, tokens and recall" frame until it ended.

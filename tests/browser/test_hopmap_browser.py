@@ -88,3 +88,42 @@ def test_a_hostile_label_is_text_in_the_map_and_its_tooltip(chromium):
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert not page.dialogs
     page.close()
+
+
+def test_a_live_map_is_one_frame_given_its_later_stages(chromium):
+    """Issue 88: the Ask page's live hop map, as ui/tabs/ask.py sends it: the first stage makes the
+    frame, a later one reaches it through the hidden box (render.LIVE_MAP_JS) and is drawn there,
+    with no new document. The app's live run sends a later stage in an update of its own only when
+    the stages arrive apart (tests/browser/test_app_ask.py); here each one does."""
+    from ui import render
+
+    item = _shipped()[0]
+    sag = RunResult.from_dict(item["runs"]["sag"])
+    gold, vis = set(item["gold"]), render.vis_file("vis-network.min.js").read_bytes()
+    page = chromium.new_page(viewport={"width": 1440, "height": 900})
+    try:
+        page.route("http://hoptrace.test/**", lambda r: r.fulfill(body=vis, content_type="application/javascript")
+                   if r.request.url.endswith(".js") else
+                   r.fulfill(body="<html><body><div id='graph'></div><div id='live-map'></div></body></html>",
+                             content_type="text/html"))
+        page.goto("http://hoptrace.test/")
+        page.evaluate(f"({render.LIVE_MAP_JS})()")
+        page.evaluate("""() => { window.liveShown = []; window.mapsLoaded = 0; addEventListener('message', (e) => {
+          if (e.data && e.data.hopmapLiveShown) liveShown.push(e.data.hopmapLiveShown);
+          if (e.data && e.data.hopmapReady) mapsLoaded++; }); }""")
+        first = render.hop_maps({}, gold, f"sag · {sag.stages[1].name}", partial={"sag": sag.stages[:2]},
+                                question=sag.question, live_id=EVIL)
+        page.evaluate("(h) => { document.getElementById('graph').innerHTML = h; }", first)
+        page.wait_for_function("window.mapsLoaded === 1", timeout=30_000)
+        for seq, n in enumerate((5, 7), start=1):
+            later = render.live_map({}, gold, {"sag": sag.stages[:n]}, {"sag"}, f"sag · {sag.stages[n - 1].name}",
+                                    EVIL, seq, question=sag.question)
+            page.evaluate("(h) => { document.getElementById('live-map').innerHTML = h; }", later)
+            page.wait_for_function(f"window.liveShown.length === {seq}", timeout=10_000)
+        shown, loaded = page.evaluate("[window.liveShown, window.mapsLoaded]")
+        assert loaded == 1, f"{loaded} documents: a later stage made a new one"
+        assert shown == [{"seq": 1, "method": "sag", "stages": 5}, {"seq": 2, "method": "sag", "stages": 7}]
+        frame = page.locator("#graph iframe").element_handle().content_frame()
+        assert frame.evaluate("hopmapMetrics()")["stage"] == sag.stages[6].name   # the newest stage on show
+    finally:
+        page.close()

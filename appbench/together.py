@@ -23,6 +23,7 @@ together was the model computing the same calls slower, not work lost between th
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -167,7 +168,8 @@ CPU: list[dict] = []  # each ask's CPU seconds: the model server, the app, the b
 WAITING: dict = {}   # the waiting line a screenshot caught, and when that method's ranking arrived
 
 
-def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=None, shots=None) -> dict:
+def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=None, shots=None,
+             crossover: bool = False) -> dict:
     """`app_dir`: the app.py of another checkout (the code before a change), driven the same way.
     `shots`: a folder for the page while the last method waits (its line and its arrival kept).
 
@@ -176,58 +178,121 @@ def together(n_questions: int = 5, methods: tuple[str, ...] = METHODS, app_dir=N
     asking of a question found the first one's prompts in the model's prompt cache (1 GB of states,
     resumed from the longest matching prefix) and read them no more: alone after together, SAG took
     10.2 s, against 18.4 s alone in an app of its own. Each app is warmed up on the same other question
-    (the model server's start, each method's fixed instructions in the cache, a run to estimate from)."""
+    (the model server's start, each method's fixed instructions in the cache, a run to estimate from).
+
+    `crossover`: four apps, two pairs, and each question measured in both: together then alone in
+    one pair, alone then together in the other (T A A T in time), the roles of each pair's apps
+    swapped. Identical asks in two apps came out up to 3 % apart and the host's speed drifted 14 %
+    over one run (calibration 87.0 then 76.5 ms), while the excess over the sum was 0.5-12.8 %: the
+    means of the two orders cancel each app's speed and a steady drift. Each ask has a page of its
+    own, opened before it and closed after: open pages' idle frames grew with the asks they had made."""
+    from contextlib import ExitStack
+
     from playwright.sync_api import sync_playwright
 
     from .page import REPO_ROOT
 
     before = idle.calibrate()
-    rows = []
+    rows, rounds = [], []
     env = {"HOPTRACE_LLM_CACHE": "0", "HOPTRACE_PUBLIC": ""}
-    with started_app(env, app_dir or REPO_ROOT) as url_a, started_app(env, app_dir or REPO_ROOT) as url_b:
+    with ExitStack() as apps:
+        urls = [apps.enter_context(started_app(env, app_dir or REPO_ROOT)) for _ in range(4 if crossover else 2)]
+        pairs = [urls[:2], urls[2:]] if crossover else [urls]
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            pages = open_page(browser, url_a), open_page(browser, url_b)
             # A demo question just before the measured ones: a made-up one sent the agents round
             # their loops to the end and left estimates of 6 s (SAG) and 79 s (GRASP) behind it.
             warm_up, *questions = _new_questions(n_questions + 1)
             for m in methods:
-                for page in pages:
-                    _ask(page, warm_up, (m,))
+                for url in urls:
+                    _ask_fresh(browser, url, warm_up, (m,))
             for i, q in enumerate(questions):
-                # The apps swap roles each question. With together always in the same app, the same
-                # calls (tokens alike) took 3-6 % longer together than alone: swapping keeps one
-                # model server's own speed from passing for the cost of asking together.
-                both_page, alone_page = pages[i % 2], pages[1 - i % 2]
-                shot = (Path(shots) / "together-waiting.png") if shots and i == 0 else None
-                both, session = _ask(both_page, q, ("griever", *methods), shot=shot)
-                both.pop("griever", None)
-                work_both = model_work(session)
-                cpu_both = CPU[-1] if CPU else {}
-                alone, work_alone = {}, {}
-                for m in methods:
-                    arrived, session = _ask(alone_page, q, (m,))
-                    alone[m] = arrived.get(m)
-                    work_alone.update(model_work(session))
-                cpu_alone = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
-                             for k in ("model", "app", "browser", "steal")} if CPU else {}
-                rows.append({"question": q, "together": both, "alone": alone, "together_in_app": "ab"[i % 2],
-                             "work_together": work_both, "work_alone": work_alone,
-                             "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone})
-                print(f"{q[:60]}: together (app {'ab'[i % 2]}) {both}, alone {alone}; CPU s together {cpu_both}, "
-                      f"alone summed {cpu_alone}", flush=True)
+                measured = []
+                for j, pair in enumerate(pairs):
+                    # The apps swap roles each question. With together always in the same app, the
+                    # same calls (tokens alike) took 3-6 % longer together than alone: swapping keeps
+                    # one model server's own speed from passing for the cost of asking together.
+                    both_url, alone_url = pair[(i + j) % 2], pair[1 - (i + j) % 2]
+                    shot = (Path(shots) / "together-waiting.png") if shots and i == 0 and j == 0 else None
+                    row = _measure(browser, q, methods, both_url, alone_url, alone_first=j == 1, shot=shot)
+                    row["together_in_app"] = "abcd"[urls.index(both_url)]
+                    measured.append(row)
+                rounds.extend(measured)
+                rows.append(measured[0] if len(measured) == 1 else _mean_row(measured, methods))
             browser.close()
     after = idle.calibrate()
     return summarise(rows, methods) | {"waiting_seen": dict(WAITING), "machine": cpu.describe(),
                                        "calibration_ms_before": round(before, 1),
                                        "calibration_ms_after": round(after, 1), "rows": rows,
-                                       "cores": os.cpu_count()}
+                                       "cores": os.cpu_count()} | (
+        {"each_round": summarise(rounds, methods), "rounds": rounds} if crossover else {})
+
+
+def _ask_fresh(browser, url: str, question: str, methods: tuple[str, ...], shot=None):
+    """_ask in a page of its own, opened and let settle first (its first view draws a hop map),
+    closed after."""
+    page = open_page(browser, url)
+    try:
+        page.wait_for_timeout(5000)
+        return _ask(page, question, methods, shot=shot)
+    finally:
+        page.close()
+
+
+def _measure(browser, q: str, methods: tuple[str, ...], both_url: str, alone_url: str,
+             alone_first: bool = False, shot=None) -> dict:
+    """One question asked together in one app and each method alone in the other: a row."""
+    def asked_together():
+        both, session = _ask_fresh(browser, both_url, q, ("griever", *methods), shot=shot)
+        both.pop("griever", None)
+        return both, model_work(session), CPU[-1] if CPU else {}
+
+    def asked_alone():
+        alone, work = {}, {}
+        for m in methods:
+            arrived, session = _ask_fresh(browser, alone_url, q, (m,))
+            alone[m] = arrived.get(m)
+            work.update(model_work(session))
+        summed = {k: round(sum(c.get(k, 0) for c in CPU[-len(methods):]), 1)
+                  for k in ("model", "app", "browser", "steal")} if CPU else {}
+        return alone, work, summed
+
+    if alone_first:
+        alone, work_alone, cpu_alone = asked_alone()
+        both, work_both, cpu_both = asked_together()
+    else:
+        both, work_both, cpu_both = asked_together()
+        alone, work_alone, cpu_alone = asked_alone()
+    row = {"question": q, "together": both, "alone": alone, "work_together": work_both, "work_alone": work_alone,
+           "cpu_s_together": cpu_both, "cpu_s_alone_summed": cpu_alone, "alone_first": alone_first}
+    print(f"{q[:60]}: together {both}, alone {alone}; CPU s together {cpu_both}, alone summed {cpu_alone}",
+          flush=True)
+    print("row " + json.dumps(row), flush=True)   # kept in the log should a later question fail
+    return row
+
+
+def _mean_row(measured: list[dict], methods: tuple[str, ...]) -> dict:
+    """A question's rounds as one row: each method's mean arrival together and alone (None where a
+    round has none), the rounds kept for their split (overhead)."""
+    def mean(key, m):
+        vals = [r[key].get(m) for r in measured]
+        return round(statistics.mean(vals), 1) if all(vals) else None
+
+    return {"question": measured[0]["question"], "together": {m: mean("together", m) for m in methods},
+            "alone": {m: mean("alone", m) for m in methods}, "rounds": measured,
+            "together_in_app": "+".join(r.get("together_in_app", "?") for r in measured)}
 
 
 def overhead(row: dict, methods: tuple[str, ...]) -> dict | None:
     """Where each method made the same calls together and alone (tokens alike): the seconds the
     model spent on them both ways, and the rest, outside the model's calls (the last arrival
     together, the alone arrivals summed). None where the calls differ or were not read."""
+    if "rounds" in row:   # a crossover question: the mean of its rounds' splits, where each has one
+        splits = [overhead(r, methods) for r in row["rounds"]]
+        if not all(splits):
+            return None
+        return {k: [round(statistics.mean(s[k][i] for s in splits), 1) for i in (0, 1)]
+                for k in ("model_s", "overhead_s")}
     wt, wa = row.get("work_together") or {}, row.get("work_alone") or {}
     t, a = row["together"], row["alone"]
     if not all(m in wt and m in wa and wt[m]["tokens"] == wa[m]["tokens"] and t.get(m) and a.get(m)

@@ -2,7 +2,9 @@
 model spent on each method's calls, read back from a real trace file, and the rest, outside them."""
 from __future__ import annotations
 
-from appbench.together import model_work, summarise, table
+import pytest
+
+from appbench.together import _mean_row, model_work, overhead, summarise, table
 from retrieval.trace.model import LLMCall, RunResult, Stage
 from traces.storage.store import TraceStore
 
@@ -49,3 +51,16 @@ def test_the_same_calls_slower_together_are_the_model_s_and_more_time_outside_th
     assert lines[2].endswith("| 96.0 | 92.0 | 90.5 / 84.0 | 5.5 / 8.0 |")
     assert lines[3].endswith("| 99.0 | 92.0 | 90.5 / 90.5 | 8.5 / 1.5 |")
     assert lines[4].endswith("| calls differ | - |")
+
+    # --crossover: the same question in a second pair of apps, alone first, 5 s under the sum there
+    # with the same calls; the question's row is the two rounds' means, no longer over the sum.
+    second = slower_model | {"together": {"sag": 20.5, "grasp": 86.0}, "work_together": work_a,
+                             "together_in_app": "d"}
+    both = _mean_row([slower_model | {"together_in_app": "a"}, second], METHODS)
+    assert both["together"] == {"sag": 21.0, "grasp": 91.0} and both["alone"] == {"sag": 21.0, "grasp": 71.0}
+    assert both["together_in_app"] == "a+d"
+    assert summarise([both], METHODS)["questions_where_together_cost_more_than_the_sum"] == 0
+    split = overhead(both, METHODS)   # the rounds' splits averaged: 90.5 and 84 s on the calls, 5.5 and 2 outside
+    assert split["model_s"] == pytest.approx([87.2, 84.0], abs=0.06)
+    assert split["overhead_s"] == pytest.approx([3.8, 8.0], abs=0.06)
+    assert overhead(_mean_row([slower_model, other_path], METHODS), METHODS) is None

@@ -28,6 +28,9 @@ def add_parsers(sub) -> None:
                     help="the LLM methods asked together in the page against each alone, on N new questions with "
                          "the response cache off (appbench/together.py)")
     ba.add_argument("--together-methods", default="gear,sag,grasp", help="with --together: the methods")
+    ba.add_argument("--crossover", action="store_true",
+                    help="with --together: four apps, each question measured in two pairs, together first in "
+                         "one and alone first in the other, and the means reported (twice as long)")
     ba.add_argument("--shots", type=Path, default=None, help="with --together: a folder for a screenshot of the "
                                                             "columns while the last method waits")
     ba.add_argument("--first-methods", default="bm25,dense,griever", help="with --first-start: methods asked, in order")
@@ -65,9 +68,11 @@ def cmd_bench_app(args) -> int:
         from appbench.together import table, together
 
         methods = tuple(m.strip() for m in args.together_methods.split(",") if m.strip())
-        res = together(args.together, methods, args.app_dir, args.shots)
+        res = together(args.together, methods, args.app_dir, args.shots, args.crossover)
+        if res.get("rounds"):
+            print("each round:\n" + table({"rows": res["rounds"]}, methods) + "\n\nmeans of the two rounds:")
         print(table(res, methods))
-        print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1))
+        print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "rounds")}, indent=1))
         return 0
     if args.first_start:
         from appbench.first_start import first_start

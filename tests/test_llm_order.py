@@ -6,11 +6,12 @@ model serves one call at a time. Each method makes a known number of calls.
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 from types import SimpleNamespace
 
-from retrieval.trace.html import live_html
+from retrieval.trace.html import QUEUED_STEP_S, live_html
 from ui import ask
 from ui.llm_order import Estimates, ModelTurns, plan, waiting_text
 
@@ -74,8 +75,15 @@ def test_a_request_of_three_llm_methods_finishes_them_shortest_first_and_a_secon
     assert said["grasp"][0] == ("starts after sag and gear, in about 1 s · about 1 s of work "
                                 "(estimate: its last run here)")
     assert said["gear"][0].startswith("starts after sag, in about 1 s")
-    html = live_html(ev_b.get()[1].stage)
+    queued = ev_b.get()[1].stage
+    html = live_html(queued)
     assert "starts after 1 earlier request, in about 1 s" in html and "estimate: its last run here" in html
+    # Its time waited moves in steps of QUEUED_STEP_S, so the page re-lays the line out that seldom.
+    waited = []
+    for s in (0.0, 9.0, 9.9, 10.0, 25.0):
+        queued.started_at = time.time() - s
+        waited.append(re.search(r"waiting (\d+) s so far", live_html(queued))[1])
+    assert QUEUED_STEP_S == 10 and waited == ["0", "0", "0", "10", "20"]
 
 
 def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_calibration_then_by_runs_here():

@@ -244,6 +244,15 @@ def ranking_html(run: RunResult, gold: set[str], titles: Optional[dict] = None) 
     return f"<table class='ht-table ht-ranking'>{head}{rows}</table>{missed}"
 
 
+# A waiting column's "waiting N s so far" moves in steps of this many seconds, not every second.
+# Asked together, two columns wait for minutes. In `bench-app --together 5 --crossover` (2-core AMD
+# EPYC, avx2) the browser spent 1.2-6.2 CPU s more on a together ask than on the three alone asks
+# summed, and the model up to 5.2 % longer on the same calls; in one live ask, alternated 15-s
+# windows with the waiting lines held still took the browser from 2.05 to 1.38 CPU s and gave the
+# model 27.9 CPU s against 26.7 (docs/measurements/app-latency.md).
+QUEUED_STEP_S = 10
+
+
 def live_html(st: Stage) -> str:
     """The stage a method is in now, with what its LLM call is doing (Stage.progress)."""
     p = st.progress
@@ -251,8 +260,11 @@ def live_html(st: Stage) -> str:
     what = p.get("llm")
     purpose = esc(p.get("purpose", ""))
     if what == "queued":   # a method waiting for its turn at the model (ui/llm_order.py)
+        # In steps of QUEUED_STEP_S: each change is a line re-laid out in the page, on the cores the
+        # model writes on, for minutes while a method waits (see QUEUED_STEP_S).
+        waited = int(elapsed // QUEUED_STEP_S * QUEUED_STEP_S)
         return (f"<div class='ht-stage ht-live ht-queued'><span class='ht-meta'>{esc(p.get('text', ''))} · "
-                f"waiting {elapsed:.0f} s so far</span></div>")
+                f"waiting {waited} s so far</span></div>")
     if what == "waiting":
         n = int(p.get("ahead", 1))
         doing = f"waiting for the LLM ({n} request{'s' if n != 1 else ''} ahead) · {purpose}"

@@ -260,8 +260,6 @@ def live_html(st: Stage) -> str:
     what = p.get("llm")
     purpose = esc(p.get("purpose", ""))
     if what == "queued":   # a method waiting for its turn at the model (ui/llm_order.py)
-        # In steps of QUEUED_STEP_S: each change is a line re-laid out in the page, on the cores the
-        # model writes on, for minutes while a method waits (see QUEUED_STEP_S).
         waited = int(elapsed // QUEUED_STEP_S * QUEUED_STEP_S)
         return (f"<div class='ht-stage ht-live ht-queued'><span class='ht-meta'>{esc(p.get('text', ''))} · "
                 f"waiting {waited} s so far</span></div>")

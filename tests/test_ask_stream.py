@@ -97,3 +97,13 @@ def test_the_update_gap_grows_with_the_requests_in_flight(monkeypatch):
     assert ask.update_gap() == 4 * ask.MIN_UPDATE_GAP_S
     monkeypatch.setattr(ask, "_in_flight", [100])
     assert ask.update_gap() == ask.MAX_UPDATE_GAP_S
+
+
+def test_a_live_runs_chart_is_drawn_at_its_first_stage_each_end_and_otherwise_at_most_every_refresh(monkeypatch):
+    from ui.tabs import ask as tab
+
+    monkeypatch.setattr(tab.time, "time", lambda: 1000.0)
+    assert tab._chart_due(None, (0.0, 0), 0)                       # the first stage: no empty frame
+    assert not tab._chart_due("stage", (990.0, 0), 0)              # another stage 10 s later
+    assert tab._chart_due("stage", (990.0, 0), 1)                  # a method ended
+    assert tab._chart_due("stage", (1000.0 - tab.CHART_REFRESH_S, 1), 1)

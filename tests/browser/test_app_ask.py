@@ -321,3 +321,51 @@ def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_
         # The run fits two screens and the answer line every shipped run now ends with (the showcase's
         # runs are the shipped experiment's, answer step included: 1,854 px for the tallest).
         assert figures["run_px"] <= 2 * 900 + 80, figures
+
+
+def test_a_column_that_gains_a_stage_is_replaced_alone_and_the_grid_ends_as_a_whole_one_would_be(chromium):
+    """Issue 88: during a live run the grid goes whole only when it is new or its header changes;
+    a column that gained a stage travels alone through the live box (render.LIVE_LINES_JS), so the
+    finished columns beside it are not parsed again. Stepped through a shipped recording's stages
+    as ui/tabs/ask.py sends them, the page ends with what a whole grid would have shown."""
+    from appbench.hopmap import recording_items
+    from retrieval.trace.model import RunResult
+    from ui import render
+    from ui.ask import Progress
+    from ui.tabs.ask import _columns, _grid_update
+
+    item = recording_items(Path(__file__).resolve().parents[2] / "data" / "showcase" / "demo.json.gz")[0]
+    runs = {m: RunResult.from_dict(item["runs"][m]) for m in ("composed", "sag")}
+    prog = Progress("s1", list(runs), set(item["gold"]), {m: [] for m in runs})
+    page = chromium.new_page(viewport={"width": 1440, "height": 900})
+    try:
+        page.set_content("<div id='columns'></div><div id='live-lines'></div>")
+        page.evaluate(f"({render.LIVE_LINES_JS})()")
+        sent, whole, alone = None, 0, []
+
+        def send():
+            nonlocal sent, whole
+            grid, changed, sent = _grid_update(prog, None, sent)
+            if isinstance(grid, str):
+                whole += 1
+                page.evaluate("(h) => { document.getElementById('columns').innerHTML = h; }", grid)
+            alone.append(sorted(changed))
+            page.evaluate("(h) => { document.getElementById('live-lines').innerHTML = h; }",
+                          render.live_lines(prog.live, changed))
+
+        prog.runs["composed"], prog.stages["composed"] = runs["composed"], runs["composed"].stages
+        send()                                       # the LLM-free column ends first: a new grid
+        composed = "#columns .ht-col[data-method='composed']"
+        page.evaluate("(sel) => { window.kept = document.querySelector(sel); }", composed)
+        for st in runs["sag"].stages:
+            prog.stages["sag"].append(st)
+            send()
+        assert whole == 1 and alone[1:] == [["sag"]] * len(runs["sag"].stages), (whole, alone)
+        kept = page.evaluate("(sel) => window.kept === document.querySelector(sel)", composed)
+        assert kept, "a finished column was replaced for another column's stage"
+        shown = page.evaluate("() => document.getElementById('columns').innerHTML")
+        page.evaluate("(h) => { document.getElementById('columns').innerHTML = h; }", _columns(prog))
+        assert shown == page.evaluate("() => document.getElementById('columns').innerHTML")
+        assert page.locator("#columns .ht-col[data-method='sag'] > details.ht-stage").count() == len(runs["sag"].stages)
+    finally:
+        page.close()

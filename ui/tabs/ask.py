@@ -2,8 +2,10 @@
 showcase run or a stored session instead."""
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from types import SimpleNamespace
+from typing import Optional
 
 import gradio as gr
 
@@ -33,22 +35,53 @@ from .shared import (
 DEFAULT_METHODS = ["composed", "griever"]
 
 
+def _column(prog, m: str, titles=None, common: str = "") -> str:
+    """One method's column as the grid shows it (`common`: the machine the grid names for all)."""
+    return render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
+                              running=not prog.done and m not in prog.runs, live=prog.live.get(m),
+                              cache=prog.html, titles=titles, machine=not common)
+
+
 def _columns(prog, titles=None) -> str:
     common = render.shared_machine(prog.runs.values())
-    return render.grid_html((render.column_html(m, prog.stages.get(m, []), prog.runs.get(m), prog.gold,
-                                                running=not prog.done and m not in prog.runs,
-                                                live=prog.live.get(m), cache=prog.html, titles=titles,
-                                                machine=not common)
-                             for m in prog.methods), prog.session_id, machine=common)
+    return render.grid_html((_column(prog, m, titles, common) for m in prog.methods), prog.session_id,
+                            machine=common)
 
 
+# A live run's chart is drawn again when a method ends, else at most this often. Drawn at every
+# stage it was a plotly redraw of 53 ms (one method) to 72 ms (four) of the browser's time on the
+# cores the model writes on, ~37 times a four-method question; it sits below the columns and the
+# hop map, which follow every stage.
+CHART_REFRESH_S = 30.0
 
-def _columns_shape(prog) -> tuple:
-    """What of the grid changes other than its running lines: each method's stages, whether it
-    has ended, and whether it is running or waiting for its turn (the head says which)."""
-    return (prog.session_id,) + tuple(
-        (len(prog.stages.get(m, [])), m in prog.runs,
-         None if m not in prog.live else prog.live[m].progress.get("llm") == "queued") for m in prog.methods)
+
+def _chart_due(charted, chart_at: tuple[float, int], ended: int) -> bool:
+    """Whether a live run's chart is drawn again now that a stage has arrived: its first stage, a
+    method that ended since the last drawing, or CHART_REFRESH_S since it."""
+    return charted is None or ended != chart_at[1] or time.time() - chart_at[0] >= CHART_REFRESH_S
+
+
+def _grid_shape(prog) -> tuple:
+    """What only a whole new grid shows: the session, its methods, and the machine named above them."""
+    return prog.session_id, tuple(prog.methods), render.shared_machine(prog.runs.values())
+
+
+def _column_shape(prog, m: str) -> tuple:
+    """What of a column changes other than its running line: its stages, whether it has ended, and
+    whether it is running or waiting for its turn (the head says which)."""
+    return (len(prog.stages.get(m, [])), m in prog.runs,
+            None if m not in prog.live else prog.live[m].progress.get("llm") == "queued")
+
+
+def _grid_update(prog, titles, sent: Optional[tuple]) -> tuple:
+    """(the grid, or gr.update() to keep it; the columns that changed, for the live box; what is on
+    the page now). A whole grid only when it is new or its header changed; otherwise the columns
+    that changed travel alone (render.LIVE_LINES_JS)."""
+    grid, shapes = _grid_shape(prog), {m: _column_shape(prog, m) for m in prog.methods}
+    if sent is None or sent[0] != grid:
+        return _columns(prog, titles), {}, (grid, shapes)
+    changed = {m: _column(prog, m, titles, grid[2]) for m in prog.methods if shapes[m] != sent[1].get(m)}
+    return gr.update(), changed, (grid, shapes)
 
 
 def _load_showcase(kb: str):
@@ -253,6 +286,7 @@ def wire(shell) -> None:
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
         graph_sent, first, charted, columns_sent = None, True, None, None
+        chart_at = (0.0, 0)            # when the chart was drawn, and with how many runs ended
         mapped: dict[str, int] = {}   # the stages of each method the live hop map has (none: no frame yet)
         seq = 0                       # the frame's updates so far: a late one is dropped (hopmap.js)
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
@@ -290,18 +324,16 @@ def wire(shell) -> None:
                 # The chart is drawn from the stages that have arrived, and hidden until one has: a
                 # live run showed an empty "Timings, tokens and recall" frame until it ended.
                 chart = gr.update()
-                if latest is not charted:
-                    charted = latest
+                if latest is not charted and _chart_due(charted, chart_at, len(prog.runs)):
+                    charted, chart_at = latest, (time.time(), len(prog.runs))
                     chart = _chart(_live_figure(prog, q))
                 elif fresh:
                     chart = _chart(None)
-                # Only the running lines changed: they go alone (render.LIVE_LINES_JS), not the grid.
-                shape = _columns_shape(prog)
-                grid = gr.update() if shape == columns_sent else _columns(prog, titles)
-                columns_sent = shape
+                # The running lines, and the columns that gained a stage, go alone (render.LIVE_LINES_JS).
+                grid, changed, columns_sent = _grid_update(prog, titles, columns_sent)
                 yield (grid, graph_out, gr.update(choices=[], value=None) if fresh else gr.update(), chart,
                        f"Session `{prog.session_id}` (running…)", prog.session_id,
-                       render.live_lines(prog.live), map_out), False
+                       render.live_lines(prog.live, changed), map_out), False
             else:
                 choices = _graph_choices(prog.runs)
                 pick = _default_choice(prog.runs)

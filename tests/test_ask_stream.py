@@ -103,7 +103,7 @@ def test_a_live_runs_chart_is_drawn_at_its_first_stage_each_end_and_otherwise_at
     from ui.tabs import ask as tab
 
     monkeypatch.setattr(tab.time, "time", lambda: 1000.0)
-    assert tab._chart_due(None, (0.0, 0), 0)                       # the first stage: no empty frame
-    assert not tab._chart_due("stage", (990.0, 0), 0)              # another stage 10 s later
-    assert tab._chart_due("stage", (990.0, 0), 1)                  # a method ended
-    assert tab._chart_due("stage", (1000.0 - tab.CHART_REFRESH_S, 1), 1)
+    assert tab._chart_due(None, 0)                       # the first stage: no empty frame
+    assert not tab._chart_due((990.0, 0), 0)              # another stage 10 s later
+    assert tab._chart_due((990.0, 0), 1)                  # a method ended
+    assert tab._chart_due((1000.0 - tab.CHART_REFRESH_S, 1), 1)

@@ -55,10 +55,11 @@ def _columns(prog, titles=None) -> str:
 CHART_REFRESH_S = 30.0
 
 
-def _chart_due(charted, chart_at: tuple[float, int], ended: int) -> bool:
-    """Whether a live run's chart is drawn again now that a stage has arrived: its first stage, a
-    method that ended since the last drawing, or CHART_REFRESH_S since it."""
-    return charted is None or ended != chart_at[1] or time.time() - chart_at[0] >= CHART_REFRESH_S
+def _chart_due(chart_at: Optional[tuple[float, int]], ended: int) -> bool:
+    """Whether a live run's chart is drawn again now that a stage has arrived (`chart_at`: when it
+    was last drawn and with how many runs ended, None before): its first stage, a method that ended
+    since the last drawing, or CHART_REFRESH_S since it."""
+    return chart_at is None or ended != chart_at[1] or time.time() - chart_at[0] >= CHART_REFRESH_S
 
 
 def _grid_shape(prog) -> tuple:
@@ -286,7 +287,7 @@ def wire(shell) -> None:
 
     def _ask_stream(kb_name, q, chosen, k_value, n_iter, answer, who):
         graph_sent, first, charted, columns_sent = None, True, None, None
-        chart_at = (0.0, 0)            # when the chart was drawn, and with how many runs ended
+        chart_at = None               # when the chart was drawn, and with how many runs ended
         mapped: dict[str, int] = {}   # the stages of each method the live hop map has (none: no frame yet)
         seq = 0                       # the frame's updates so far: a late one is dropped (hopmap.js)
         stream = run_side_by_side(state, kb_name, q, list(chosen), int(k_value),
@@ -324,7 +325,7 @@ def wire(shell) -> None:
                 # The chart is drawn from the stages that have arrived, and hidden until one has: a
                 # live run showed an empty "Timings, tokens and recall" frame until it ended.
                 chart = gr.update()
-                if latest is not charted and _chart_due(charted, chart_at, len(prog.runs)):
+                if latest is not charted and _chart_due(chart_at, len(prog.runs)):
                     charted, chart_at = latest, (time.time(), len(prog.runs))
                     chart = _chart(_live_figure(prog, q))
                 elif fresh:

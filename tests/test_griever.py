@@ -61,11 +61,32 @@ def test_finds_both_gold_passages(run, small_store):
     assert set(gold) <= set(run.ranked_ids())
 
 
-@pytest.mark.parametrize("overrides", [{"shortlist_index": "triples"}, {"shortlist": False},
-                                       {"first_retriever": "rrf_hybrid"}, {"n_iterations": 1}])
-def test_ablations_run(ctx, overrides):
-    run = make_method("griever", ctx, **overrides).run(Q, k=5)
-    assert run.status == "ok", run.error and len(run.ranked) == 5
+def _stage(run, name):
+    return next((s for s in run.stages if s.name == name), None)
+
+
+# Each ablation, and what in the trace shows it took effect against the full method's run.
+ABLATIONS = [
+    ({"shortlist_index": "triples"},   # whole triples matched, not partial ones
+     lambda run: "via triples" in _stage(run, "shortlist_1").title and not _stage(run, "shortlist_1")
+     .payload["partial_triples"]),
+    ({"shortlist": False},   # every triple of R_1 goes to the scorer: no partial triple, none left out
+     lambda run: (lambda p: not p["partial_triples"] and p["shortlisted"] == p["triples_in_passages"])(
+         _stage(run, "shortlist_1").payload)),
+    ({"first_retriever": "rrf_hybrid"},
+     lambda run: _stage(run, "retrieve_1").title.startswith("rrf_hybrid")),
+    ({"n_iterations": 1},
+     lambda run: _stage(run, "retrieve_2") is None and _stage(run, "rewrite_1") is None),
+]
+
+
+@pytest.mark.parametrize("overrides,shows", ABLATIONS, ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_each_ablation_runs_and_changes_its_stage(ctx, run, overrides, shows):
+    ablated = make_method("griever", ctx, **overrides).run(Q, k=5)
+    assert ablated.status == "ok", ablated.error
+    assert len(ablated.ranked) == 5
+    assert not shows(run), f"the full run already looks ablated: {overrides}"
+    assert shows(ablated), f"{overrides} left its stage as the full method's"
 
 
 def test_long_titles_are_one_ngram(embedder):

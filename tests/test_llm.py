@@ -87,9 +87,16 @@ def test_response_cache_is_a_real_sqlite_file_and_makes_repeats_free(tmp_path):
     # the key covers model, messages and parameters
     k = cache_key("m", msgs, {"t": 0})
     assert k != cache_key("m2", msgs, {"t": 0}) != cache_key("m", msgs, {"t": 1})
+    # ... and the endpoint: a second server of the same model name asks its own server, not the cache
+    other_backend = ScriptedBackend({"read": ['{"x": 2}']})
+    other = LLM(LLMSettings(backend="openai", model=backend.model, base_url="http://127.0.0.1:9/v1"),
+                backend=other_backend, cache=cache)
+    assert llm.endpoint != other.endpoint
+    assert other.json(Stage("c", "c"), "read", msgs, {"type": "object"}) == {"x": 2}
+    assert len(other_backend.requests) == 1 and len(cache) == 2
     reopened = ResponseCache(tmp_path / "cache.sqlite")
     reopened.put("k", "m", {}, CachedReply("t", 1, 2, 3.0))
-    assert reopened.get("k").tokens_out == 2 and len(reopened) == 2
+    assert reopened.get("k").tokens_out == 2 and len(reopened) == 3
 
 
 def test_settings_parse_specs_and_reject_bad_ones(monkeypatch):

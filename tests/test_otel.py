@@ -245,6 +245,25 @@ def test_a_collector_that_is_down_costs_a_stored_run_nothing_and_is_said_once(tm
     live.shutdown()
 
 
+def test_a_listener_that_raises_is_logged_once_per_kind_with_its_text(tmp_path, caplog):
+    store = TraceStore(tmp_path / "traces.sqlite")
+    calls = []
+
+    def broken_export(run_id, *rest):
+        calls.append(run_id)
+        raise (ValueError if len(calls) < 4 else KeyError)(f"collector said no to {run_id}")
+
+    store.on_saved.append(broken_export)
+    sid = store.new_session("demo", "Q")
+    with caplog.at_level("WARNING", logger="hoptrace"):
+        ids = [store.save_run(sid, "demo", _run(), GOLD) for _ in range(5)]
+    assert len(store.session_runs(sid)) == 5 and calls == ids   # every run stored, every one announced
+    said = [r.getMessage() for r in caplog.records if "broken_export" in r.getMessage()]
+    assert len(said) == 2, said   # one ValueError line, one KeyError line
+    assert "ValueError" in said[0] and f"collector said no to {ids[0]}" in said[0]
+    assert "KeyError" in said[1] and ids[3] in said[1]
+
+
 def test_public_mode_sends_spans_only_where_the_operator_said(tmp_path, monkeypatch):
     """No input of the app names an endpoint; only the operator's flag or environment does."""
     from ui.state import live_export

@@ -294,3 +294,28 @@ def test_the_notebook_api_takes_plugins_and_names_the_ones_that_fail(tmp_path, s
     run = h.ask("t_api", Q, k=3)
     assert run.status == "ok" and run.ranked_ids() == h.ask("bm25", Q, k=3).ranked_ids()
     assert "t_api" in h.methods()
+
+
+def test_a_bad_numeric_environment_variable_is_named_where_it_is_read(monkeypatch):
+    """Read when used, not at import: a bad value names the variable and the value."""
+    import ui.ask
+    from retrieval.core.envvars import whole_number
+    from retrieval.core.errors import ConfigError
+    from retrieval.methods.plugins import http
+
+    for var in ("HOPTRACE_METHOD_TIMEOUT_S", "HOPTRACE_PLUGIN_TIMEOUT_S"):
+        monkeypatch.setenv(var, "soon")
+    with pytest.raises(ConfigError, match="HOPTRACE_METHOD_TIMEOUT_S must be a number, got 'soon'"):
+        http.EndpointConfig()
+    with pytest.raises(ConfigError, match="HOPTRACE_PLUGIN_TIMEOUT_S must be a number, got 'soon'"):
+        ui.ask.plugin_limit_s()
+    monkeypatch.setenv("HOPTRACE_METHOD_TIMEOUT_S", "12")
+    monkeypatch.setenv("HOPTRACE_PLUGIN_TIMEOUT_S", "-1")
+    assert http.EndpointConfig().timeout_s == 12.0
+    with pytest.raises(ConfigError, match="HOPTRACE_PLUGIN_TIMEOUT_S must be positive, got '-1'"):
+        ui.ask.plugin_limit_s()
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "70000")
+    with pytest.raises(ConfigError, match="GRADIO_SERVER_PORT must be from 1 to 65535, got '70000'"):
+        whole_number("GRADIO_SERVER_PORT", 7860, 1, 65535)
+    monkeypatch.delenv("GRADIO_SERVER_PORT")
+    assert whole_number("GRADIO_SERVER_PORT", 7860, 1, 65535) == 7860

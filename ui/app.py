@@ -22,6 +22,7 @@ from typing import Callable
 import gradio as gr
 from starlette.middleware import Middleware
 
+from retrieval.core.envvars import whole_number
 from retrieval.core.errors import HopTraceError
 from retrieval.corpus.datasets import DEMO
 from retrieval.encoders import onnx as onnx_encoder
@@ -283,6 +284,7 @@ def _export_line(state: AppState, status: str) -> str:
 def main(host: str | None = None, port: int | None = None, llm_settings=None, profile: str | None = None,
          public: bool | None = None, otlp: str | None = None) -> None:
     t0 = time.time()
+    port = port or whole_number("GRADIO_SERVER_PORT", 7860, 1, 65535)   # a bad value is named before anything starts
     # The operator's own methods (HOPTRACE_PLUGINS, HOPTRACE_METHOD_URLS, entry points); one that
     # fails is named here and in the Ask tab's "Yours" group, and everything else runs.
     load_and_report()
@@ -312,7 +314,7 @@ def main(host: str | None = None, port: int | None = None, llm_settings=None, pr
     page_up.set()
     stop_on_signals(state)  # process 1 of a container ignores SIGTERM without this (ui/lifecycle.py)
     serve(app, state, server_name=host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-          server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+          server_port=port)
 
 
 def start_demo(page_up: threading.Event | None = None) -> Callable[[], None]:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
+from retrieval.core.envvars import positive_number
 from retrieval.core.errors import HopTraceError
 from retrieval.core.validate import check_question
 from retrieval.encoders.embedder import SharedQueries
@@ -41,7 +42,13 @@ MAX_FAST_HOLD_S = 0.5
 # A user's own method (methods/plugins/) runs in a thread of its own, never on a CPU lane, and
 # its column is cut off past this many seconds: a slow plugin must not hold the page. Python
 # cannot stop the thread, so its late result is dropped, not stored twice.
-PLUGIN_LIMIT_S = float(os.environ.get("HOPTRACE_PLUGIN_TIMEOUT_S", "60"))
+PLUGIN_LIMIT_S = 60.0   # HOPTRACE_PLUGIN_TIMEOUT_S overrides it (plugin_limit_s)
+
+
+def plugin_limit_s() -> float:
+    """A user method's time on the Ask page: HOPTRACE_PLUGIN_TIMEOUT_S, read at each ask (a bad
+    value is named then), else PLUGIN_LIMIT_S."""
+    return positive_number("HOPTRACE_PLUGIN_TIMEOUT_S") or PLUGIN_LIMIT_S
 _in_flight = [0]
 _in_flight_lock = threading.Lock()
 
@@ -168,7 +175,8 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
     # the run, so the wait for a lane is not charged to the method.
     yours = set(user_methods())
     fast = [m for m in methods if not uses_llm(m) and m not in yours]
-    cutoff = {m: time.time() + PLUGIN_LIMIT_S for m in methods if m in yours}
+    limit_s = plugin_limit_s()
+    cutoff = {m: time.time() + limit_s for m in methods if m in yours}
     if fast:
         CPU_LANES.submit(lambda: [work(n) for n in fast])
     llm = [m for m in methods if m not in fast and m not in yours]
@@ -194,7 +202,7 @@ def run_side_by_side(state: AppState, kb: str, question: str, methods: list[str]
         while remaining:
             for m in [m for m in remaining if m in cutoff and time.time() > cutoff[m]]:
                 cut.add(m)
-                run = RunResult(m, question, status="error", error=f"cut off after {PLUGIN_LIMIT_S:g} s: this app "
+                run = RunResult(m, question, status="error", error=f"cut off after {limit_s:g} s: this app "
                                 f"stops waiting for a method of yours past that (HOPTRACE_PLUGIN_TIMEOUT_S)",
                                 stages=list(prog.stages[m]))
                 prog.runs[m], prog.run_ids[m] = run, state.traces.save_run(sid, kb, run, gold, k)

@@ -23,8 +23,11 @@ class CachedReply:
     latency_ms: float
 
 
-def cache_key(model: str, messages: list[dict], params: dict) -> str:
-    blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False)
+def cache_key(model: str, messages: list[dict], params: dict, endpoint: str = "") -> str:
+    """Two endpoints serving one model name (two servers, two quantisations) keep apart:
+    `endpoint` is the URL asked, or the backend's name for the embedded model."""
+    blob = json.dumps({"endpoint": endpoint, "model": model, "messages": messages, "params": params},
+                      sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

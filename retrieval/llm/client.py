@@ -79,6 +79,12 @@ class LLM:
     def model(self) -> str:
         return self._backend.model if self._backend is not None else self.settings.model
 
+    @property
+    def endpoint(self) -> str:
+        """Where requests go, as the response cache keys it: the URL of an endpoint, or the
+        backend's name for the embedded model (its server's port changes with every start)."""
+        return self.settings.base_url or self.settings.backend
+
     def describe(self) -> str:
         return self._backend.describe() if self._backend is not None else self.settings.describe()
 
@@ -92,7 +98,7 @@ class LLM:
         temperature = self.settings.temperature if temperature is None else temperature
         seed = (self.settings.seed if seed is None else seed) + self.repetition - 1
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
-        key = cache_key(self.model, messages, params)
+        key = cache_key(self.model, messages, params, self.endpoint)
         cache = self.cache if self.repetition == 1 else None
         cached = cache.get(key) if cache is not None else None
         t0, started = time.perf_counter(), time.time()

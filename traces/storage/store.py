@@ -8,6 +8,7 @@ interleave or lose each other's traces.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import time
@@ -21,6 +22,8 @@ import sqlite_utils
 
 from retrieval.core.errors import InputError
 from retrieval.trace.model import RunResult, dumps
+
+_log = logging.getLogger("hoptrace")
 
 SCHEMA_VERSION = 1
 
@@ -98,8 +101,10 @@ class TraceStore:
         self.recovered: Optional[str] = None
         # Called with (run id, session id, kb, run, gold) once a run is committed: the pruner
         # (traces/storage/retention.py) counts them, the live span export (traces/otel/export.py) sends
-        # them. A listener that raises is ignored: storing comes first.
+        # them. A listener that raises does not stop the run being stored (storing comes first);
+        # its failure is logged once per listener and kind of exception (announce).
         self.on_saved: list[Callable[[str, str, str, RunResult, list[str]], None]] = []
+        self._listener_failures: set[tuple[str, str]] = set()
         if recover:
             why = check_file(self.path)
             if why:
@@ -218,8 +223,13 @@ class TraceStore:
         for listener in self.on_saved:
             try:
                 listener(run_id, session_id, kb, run, list(gold))
-            except Exception:
-                pass
+            except Exception as e:  # noqa: BLE001 — any listener's failure is reported, never raised
+                kind = (getattr(listener, "__qualname__", type(listener).__name__), type(e).__name__)
+                if kind not in self._listener_failures:
+                    # Once per kind: a collector that is down would otherwise log every run.
+                    self._listener_failures.add(kind)
+                    _log.warning("run %s stored, but its listener %s failed with %s: %s (further %s failures "
+                                 "of this listener are not logged)", run_id, kind[0], kind[1], e, kind[1])
 
     def used_bytes(self) -> int:
         """Bytes the file's live pages hold (pages freed by a prune are reused before the file grows)."""

@@ -11,28 +11,33 @@ a trace, a payload or a message, so a public page cannot show it.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ...core.envvars import positive_number
 from ...core.errors import ConfigError, InputError
 from ...trace.model import RankedPassage, Stage, Tracer
 from ..base import Method, final_stage
 from .function import stage_hits
 from .kbview import KBView
 
-DEFAULT_TIMEOUT_S = float(os.environ.get("HOPTRACE_METHOD_TIMEOUT_S", "30"))
+DEFAULT_TIMEOUT_S = 30.0
 MAX_REPLY_BYTES = 20_000_000
 MAX_STAGES = 50
 
 
+def default_timeout_s() -> float:
+    """HOPTRACE_METHOD_TIMEOUT_S, read when a method is made (a bad value is named then), else 30 s."""
+    return positive_number("HOPTRACE_METHOD_TIMEOUT_S") or DEFAULT_TIMEOUT_S
+
+
 @dataclass
 class EndpointConfig:
-    timeout_s: float = DEFAULT_TIMEOUT_S   # HOPTRACE_METHOD_TIMEOUT_S; a run past it fails, named
+    timeout_s: float = field(default_factory=default_timeout_s)   # a run past it fails, named
 
 
 def parse_url_spec(spec: str) -> tuple[str, str]:

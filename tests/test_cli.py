@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from retrieval.cli import main
 from retrieval.kb.extract.rules import RulesExtractor
 
@@ -37,15 +39,53 @@ def test_bad_corpus_build_fails_and_leaves_no_kb(tmp_path, capsys):
     assert not out.exists() and not (tmp_path / "x.sqlite.building").exists()
 
 
-def test_bench_cli_writes_json_csv_html(small_kb, tmp_path):
+def test_bench_cli_writes_json_csv_html_prints_json_and_names_the_protocol(small_kb, tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "retrieval.cli", "bench", "--kb", str(small_kb), "--methods",
-                           "bm25,dense", "--json", str(out), "--quiet"], capture_output=True, text=True)
+                           "bm25,griever", "--ks", "2,5", "--set", "griever.path_weight=0.25", "--out", str(out),
+                           "--json", "--quiet"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "recall@5" in proc.stdout
+    printed = json.loads(proc.stdout)   # --json: standard output is the JSON alone
     data = json.loads(out.read_text())
-    assert set(data["methods"]) == {"bm25", "dense"} and data["n_questions"] == 4
+    assert set(data["methods"]) == set(printed["methods"]) == {"bm25", "griever"} and data["n_questions"] == 4
     assert out.with_suffix(".csv").exists() and out.with_suffix(".html").exists()
+    # the table went to standard error, each recall saying how it was asked
+    assert "recall@5 (asked at k=5)" in proc.stderr and "protocol per-k" in proc.stderr
+    assert "settings griever.path_weight=0.25" in proc.stderr
+
+
+def test_an_old_flag_spelling_fails_naming_the_new_one_before_anything_runs(capsys, tmp_path):
+    from retrieval.cli import main
+
+    cases = [(["bench", "--kb", "nowhere", "--methods", "bm25", "--json", str(tmp_path / "r.json")],
+              f"write the file with --out {tmp_path / 'r.json'}"),
+             (["compare", "latest", "--json=cmp.json"], "write the file with --out cmp.json"),
+             (["reproduce", "sag", "--questions-limit", "5"], "--limit N"),
+             (["record-experiment", "--questions", "10"], "--question-count N"),
+             (["record-experiment", "--llm-questions", "10"], "--llm-question-count N"),
+             (["experiments", "--limit", "5"], "--last N")]
+    for argv, new in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("hoptrace: error:") and new in err and "\n" not in err, (argv, err)
+    assert not (tmp_path / "r.json").exists()
+    # the switch itself still works where it always printed JSON
+    assert main(["experiments", "--json", "--last", "1"]) == 0
+    json.loads(capsys.readouterr().out)
+
+
+def test_set_names_its_method_and_a_wrong_one_is_refused():
+    from retrieval.cli.flags import method_settings
+    from retrieval.core.errors import ConfigError
+
+    assert method_settings(["griever.path_weight=0.25", "sag.k_event=2", "sag.reranker=none"],
+                           ["griever", "sag"]) == {"griever": {"path_weight": 0.25},
+                                                   "sag": {"k_event": 2, "reranker": "none"}}
+    assert method_settings(["t_max=30"], ["griever"]) == {"griever": {"t_max": 30}}
+    for pairs, said in ((["t_max=30"], "say whose setting it is"), (["gear.beam=2"], "not among the methods run"),
+                        (["griever.t_max"], "METHOD.KEY=VALUE")):
+        with pytest.raises(ConfigError, match=said):
+            method_settings(pairs, ["griever", "sag"])
 
 
 def test_kb_info(small_kb, capsys):
@@ -136,4 +176,5 @@ def test_questions_without_gold_bench_judge_qrels_and_compare_from_the_cli(small
     assert qrels.counts(exp)["person"] == {"ok": 1, "failed": 0}
     assert main(["compare", exp, "--metric", "ndcg@5"]) == 0
     out = capsys.readouterr().out
-    assert "ndcg@5 on" in out and "judged: 1 pairs by a person (the reference)" in out and "answer rule" in out
+    assert "ndcg@5 (asked at k=5) on" in out and "judged: 1 pairs by a person (the reference)" in out
+    assert "answer rule" in out

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def command_lines(text: str) -> list[str]:
     """Every `hoptrace …` command in the text's code blocks and inline code, comments dropped."""
-    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S)
+    blocks = [b.replace("\\\n", " ") for b in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S)]
     inline = re.findall(r"`([^`\n]*hoptrace [^`\n]*)`", re.sub(r"```.*?```", "", text, flags=re.S))
     out = []
     for line in [x for b in blocks for x in b.splitlines()] + inline:
@@ -36,18 +36,26 @@ def resolve(tokens: list[str]):
     return name, parsers[name]
 
 
-def test_every_command_and_flag_the_readme_shows_exists():
-    lines = command_lines((ROOT / "README.md").read_text())
-    assert len(lines) >= 10, "the README's ten commands"
+# The documents a user copies commands from: they spell every flag as the CLI does now.
+USER_DOCS = ("README.md", "docs/usage.md", "docs/tutorial.md")
+
+
+@pytest.mark.parametrize("doc", USER_DOCS)
+def test_every_command_and_flag_a_users_doc_shows_exists_in_its_current_spelling(doc):
+    from retrieval.cli.flags import check_old_spellings
+
+    lines = command_lines((ROOT / doc).read_text())
+    assert len(lines) >= 10, f"{doc}: its commands"
     for line in lines:
-        tokens = shlex.split(line)
+        tokens = shlex.split(line.replace("...", "X"))
         tokens = tokens[next(i for i, t in enumerate(tokens) if t.endswith("hoptrace")) + 1:]
         if not tokens or tokens[0] == "--help":
             continue
         name, parser = resolve(tokens)
         known = {s for a in parser._actions for s in a.option_strings}
         for flag in (t.split("=")[0] for t in tokens if t.startswith("--")):
-            assert flag in known, f"README: `hoptrace {name}` has no {flag} (in: {line})"
+            assert flag in known, f"{doc}: `hoptrace {name}` has no {flag} (in: {line})"
+        check_old_spellings(tokens)   # raises, naming the new spelling, on an old one
 
 
 def test_the_readme_stays_short_and_keeps_the_space_front_matter():

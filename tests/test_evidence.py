@@ -57,7 +57,7 @@ def test_the_view_compares_the_pair_and_lists_the_questions_largest_difference_f
     assert a == again and a != b and a.parent == b.parent and exp.id[:12] in a.name
     assert {a.name, b.name} <= {p.name for p in a.parent.iterdir()}
     assert not [p for p in a.parent.iterdir() if p.name.endswith(".part")]
-    assert "<h1>recall@5 — experiment" in a.read_text()
+    assert "<h1>recall@5 (asked at k=5) — experiment" in a.read_text()   # the report names the protocol
 
 
 def test_a_row_opens_both_stored_runs_exactly_as_stored(experiment):

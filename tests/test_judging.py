@@ -323,7 +323,7 @@ def test_questions_left_out_of_a_comparison_are_counted_and_named_with_their_rea
     line = c.questions_line()
     assert line == ("4 questions · 3 left out: 1 no judged-relevant passage (q2); 1 not judged (q3); "
                     "1 not run by every method (q4)")
-    assert "ndcg@5 on 1 of 4 questions · 3 left out" in render_text(c)
+    assert "ndcg@5 (asked at k=5) on 1 of 4 questions · 3 left out" in render_text(c)
     assert c.to_json()["left_out"] == 3 and c.to_json()["left_out_why"]["not judged"] == ["q3"]
     # P@k is defined without a relevant passage: q2 stays, and one reason reads as the issue asked.
     one = compare(exps, exp, "p@5", methods=["a", "b"], qrels=Judged({**grades, "q3": {"p5": 0, "p6": 0}}))

@@ -68,7 +68,7 @@ def test_a_kb_built_from_the_reference_scores_full_marks_and_a_missing_kb_is_nam
     from retrieval.cli import main
 
     out = small_kb.parent / "silver.json"
-    assert main(["silver", "--kb", str(small_kb), "--json", str(out)]) == 0
+    assert main(["silver", "--kb", str(small_kb), "--out", str(out)]) == 0
     got = json.loads(out.read_text())
     assert got["passages"] == 80 and got["reference_triples"] > 300
     assert got["triple_recall"] == 1.0 and got["precision"] == 1.0 and got["entity_recall"] == 1.0

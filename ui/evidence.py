@@ -434,7 +434,7 @@ def leaderboard_html(exp: Experiment) -> str:
     if not board.rows:
         return ""
     esc = render.esc
-    heads = "".join(f"<th>{esc(c)}</th>" for c, _, _ in COLUMNS)
+    heads = "".join(f"<th>{esc(board.header(c))}</th>" for c, _, _ in COLUMNS)
     groups = board.groups()
     body = ""
     for n, rows in groups:

@@ -4,11 +4,18 @@ Each Row names the table and row of the paper, the HopTrace method (and settings
 implements it, and the paper's figure per data set and metric. Only rows HopTrace
 implements are here; a figure the source text does not let us read is left out (None),
 never guessed. Claims are the papers' qualitative statements, checked on our own runs.
+
+Each paper's figures are stored under the measure the paper defines (EVALUATION): SAG's
+Recall@K is an any-hit rate (`anyhit@k`), the others' the fraction of gold passages found
+(`recall@k`), so ours is computed the same way before the two are set side by side. A row
+marked `ours` is a HopTrace deviation shown beside the paper's row, never in its place.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+
+from ..methods.profiles import LOCAL
 
 DATASETS = ("musique", "2wiki", "hotpotqa")
 
@@ -21,6 +28,7 @@ class Row:
     settings: tuple = ()             # ((name, value), ...) on top of the method's defaults
     paper: dict = field(default_factory=dict)  # dataset → {metric: value}
     note: str = ""                   # how our setting differs from the paper's, where it does
+    ours: bool = False               # a HopTrace choice, not a row of the paper (no paper figure)
 
     @property
     def key(self) -> str:
@@ -39,8 +47,51 @@ class Claim:
     strict: bool = True              # False: "≥", a tie holds
 
 
-def _r(*values, ks=(5, 10, 15), scale=1.0) -> dict:
-    return {f"recall@{k}": (None if v is None else round(v / scale, 4)) for k, v in zip(ks, values)}
+@dataclass(frozen=True)
+class Evaluation:
+    """How a paper scores retrieval, read from its text: the measure behind its "Recall@k", and
+    how a run is asked for its k (retrieval/bench/protocol.py)."""
+    measure: str                     # recall: fraction of gold passages in the top k; anyhit: ≥ 1 of them
+    definition_from: str             # where the paper defines (or shows) the measure
+    definition: str                  # in our words
+    protocol: str                    # per-k | slice
+    protocol_from: str               # where the paper says how a run is asked, or that it does not
+    deepest_k: int = 0               # slice: the k every run is asked at
+
+
+EVALUATION = {
+    "griever": Evaluation(
+        "recall", "§5 and §5.2",
+        "R@k is named without a definition; §5.2 sets GRIEVER's figures beside GEAR's reported ones "
+        "(Shen et al., 2025), so it is GEAR's measure: the fraction of gold passages in the top k",
+        "per-k", "Table 1 times each k apart (ms@5/10/15) and Table 4's footnote calls GRIEVER with k = 5"),
+    "gear": Evaluation(
+        "recall", "§6 (Evaluation), Table 8 and Figure 3",
+        "the captions say 'percentage of questions where the correct entries are found', but Table 8 "
+        "shades a question's recall by 'any intermediate value' and Figure 3 plots mean recall per hop "
+        "type: a question scores the share of its gold passages in the top k",
+        "per-k", "silent; ours: asked at each k, as GRIEVER (Table 4 runs GEAR beside it)"),
+    "sag": Evaluation(
+        "anyhit", "§4.3 (Evaluation metrics)",
+        "Recall@K is the share of queries with at least one supporting passage among the top K "
+        "returned (the paper calls it the any-hit criterion)",
+        "slice", "Table 7 fixes the returned candidates at K_out = 10; R@1/2/5/10 are read from them",
+        deepest_k=10),
+    "grasp": Evaluation(
+        "recall", "§5 (Retrieval evaluation)",
+        "passage-level recall in HippoRAG 2's evaluation setting: the share of a question's gold "
+        "passages among those retrieved",
+        "per-k", "§5: the standard single-pass setting restricts the retrieved passages to k = 5"),
+}
+
+
+def _r(*values, ks=(5, 10, 15), scale=1.0, measure="recall") -> dict:
+    return {f"{measure}@{k}": (None if v is None else round(v / scale, 4)) for k, v in zip(ks, values)}
+
+
+def _hit(*values, ks, scale=100) -> dict:
+    """SAG's figures: an any-hit rate (§4.3), in percent."""
+    return _r(*values, ks=ks, scale=scale, measure="anyhit")
 
 
 def _sets(**by_dataset) -> dict:
@@ -48,6 +99,8 @@ def _sets(**by_dataset) -> dict:
 
 
 # --- GRIEVER (Melo et al.) ---------------------------------------------------------------------------
+# Our deviation, as the `local` profile sets it (retrieval/methods/profiles.py).
+OURS_GRIEVER = tuple(sorted(LOCAL["griever"].items()))
 GRIEVER_ROWS = [
     Row("GRIEVER Table 1", "BM25", "bm25", paper=_sets(
         musique=_r(0.351, 0.41, 0.442), **{"2wiki": _r(0.64, 0.668, 0.68)}, hotpotqa=_r(0.668, 0.82, 0.887))),
@@ -60,9 +113,9 @@ GRIEVER_ROWS = [
         musique=_r(0.417, 0.492, 0.533), **{"2wiki": _r(0.624, 0.662, 0.677)}, hotpotqa=_r(0.784, 0.886, 0.919))),
     Row("GRIEVER Table 1", "GRIEVER", "griever", paper=_sets(
         musique=_r(0.456, 0.539, 0.573), **{"2wiki": _r(0.676, 0.738, 0.751)}, hotpotqa=_r(0.813, 0.909, 0.937))),
-    Row("GRIEVER Table 1", "GRIEVER, §4.4 ranking alone", "griever_path_ranking", paper=_sets(
-        musique=_r(0.456, 0.539, 0.573), **{"2wiki": _r(0.676, 0.738, 0.751)}, hotpotqa=_r(0.813, 0.909, 0.937)),
-        note="the paper's final ranking (passage score only); our default adds the retrieval cosine"),
+    Row("HopTrace", "GRIEVER, ours: cosine + path_weight × §4.4", "griever", OURS_GRIEVER, ours=True,
+        note="our final ranking (docs/griever.md): the retrieval cosine plus the §4.4 passage score; the `local` "
+             "profile's default. The paper's row above ranks by the §4.4 passage score alone"),
     Row("GRIEVER Table 3", "w/ full_triples", "griever_full_triples", paper=_sets(
         musique=_r(0.457, 0.536, 0.570), **{"2wiki": _r(0.667, 0.722, 0.740)}, hotpotqa=_r(0.787, 0.900, 0.932))),
     Row("GRIEVER Table 3", "w/o shortlisting", "griever_no_shortlist", paper=_sets(
@@ -140,39 +193,40 @@ GEAR_CLAIMS = [
 ]
 
 # --- SAG, in percent; ablations are MuSiQue only ----------------------------------------------------------
-_SAG_KS = dict(ks=(1, 2, 5, 10), scale=100)
+_SAG_KS = dict(ks=(1, 2, 5, 10))
 SAG_ROWS = [
     Row("SAG Table 2", "BGE-Large-EN-v1.5 (dense)", "dense", paper=_sets(
-        musique=_r(41.6, 56.2, ks=(2, 5), scale=100), **{"2wiki": _r(61.6, 69.0, ks=(2, 5), scale=100)},
-        hotpotqa=_r(76.0, 88.8, ks=(2, 5), scale=100)), note="our dense model is all-MiniLM-L6-v2, not BGE-Large"),
+        musique=_hit(41.6, 56.2, ks=(2, 5)), **{"2wiki": _hit(61.6, 69.0, ks=(2, 5))},
+        hotpotqa=_hit(76.0, 88.8, ks=(2, 5))), note="our dense model is all-MiniLM-L6-v2, not BGE-Large"),
     Row("SAG Table 2", "BM25", "bm25", paper=_sets(
-        musique=_r(32.4, 43.5, ks=(2, 5), scale=100), **{"2wiki": _r(55.3, 65.3, ks=(2, 5), scale=100)},
-        hotpotqa=_r(57.3, 74.8, ks=(2, 5), scale=100)), note="literature figure (marked * in the paper)"),
+        musique=_hit(32.4, 43.5, ks=(2, 5)), **{"2wiki": _hit(55.3, 65.3, ks=(2, 5))},
+        hotpotqa=_hit(57.3, 74.8, ks=(2, 5))), note="literature figure (marked * in the paper)"),
     Row("SAG Table 4/6/7", "SAG (H=1, LLM rerank, K_event=5, K_direct=5)", "sag", paper=_sets(
-        musique=_r(36.2, 64.1, 80.0, 83.4, **_SAG_KS), **{"2wiki": _r(82.3, 88.0, ks=(2, 5), scale=100)},
-        hotpotqa=_r(91.6, 96.5, ks=(2, 5), scale=100)),
+        musique=_hit(36.2, 64.1, 80.0, 83.4, **_SAG_KS), **{"2wiki": _hit(82.3, 88.0, ks=(2, 5))},
+        hotpotqa=_hit(91.6, 96.5, ks=(2, 5))),
         note="LLM: the configured one (paper: Qwen3.6-Flash); embedder MiniLM (paper: BGE-Large)"),
-    Row("SAG Table 4", "Without expansion (H=0)", "sag_h0", paper=_sets(musique=_r(35.7, 57.3, 69.4, 74.3, **_SAG_KS))),
+    Row("SAG Table 4", "Without expansion (H=0)", "sag_h0",
+        paper=_sets(musique=_hit(35.7, 57.3, 69.4, 74.3, **_SAG_KS))),
     Row("SAG Table 6", "no rerank (coarse order) vs Qwen3-Reranker-0.6B", "sag_no_rerank",
-        paper=_sets(musique=_r(32.5, 46.7, 62.2, 70.8, **_SAG_KS)),
+        paper=_sets(musique=_hit(32.5, 46.7, 62.2, 70.8, **_SAG_KS)),
         note="not the paper's row: no reranker model ships offline, so this keeps the coarse cosine order "
              "(a floor under Table 6's lightweight reranker)"),
     Row("SAG Table 7", "K_event=0, K_direct=10", "sag", (("k_event", 0), ("k_direct", 10)),
-        paper=_sets(musique=_r(29.4, 41.6, 56.2, 63.8, **_SAG_KS))),
+        paper=_sets(musique=_hit(29.4, 41.6, 56.2, 63.8, **_SAG_KS))),
     Row("SAG Table 7", "K_event=2, K_direct=8", "sag", (("k_event", 2), ("k_direct", 8)),
-        paper=_sets(musique=_r(36.6, 64.5, 73.3, 77.6, **_SAG_KS))),
+        paper=_sets(musique=_hit(36.6, 64.5, 73.3, 77.6, **_SAG_KS))),
     Row("SAG Table 7", "K_event=4, K_direct=6", "sag", (("k_event", 4), ("k_direct", 6)),
-        paper=_sets(musique=_r(36.6, 63.6, 79.6, 82.6, **_SAG_KS))),
+        paper=_sets(musique=_hit(36.6, 63.6, 79.6, 82.6, **_SAG_KS))),
 ]
 _SAG = "SAG (H=1, LLM rerank, K_event=5, K_direct=5)"
 SAG_CLAIMS = [
-    Claim("SAG > SAG H=0 at R@5 (Table 4)", _SAG, "Without expansion (H=0)", "recall@5"),
+    Claim("SAG > SAG H=0 at R@5 (Table 4)", _SAG, "Without expansion (H=0)", "anyhit@5"),
     Claim("LLM rerank > lightweight/no rerank at R@5 (Table 6)", _SAG,
           "no rerank (coarse order) vs Qwen3-Reranker-0.6B",
-          "recall@5"),
-    Claim("event path helps: K_event=5 > K_event=0 at R@5 (Table 7)", _SAG, "K_event=0, K_direct=10", "recall@5"),
-    Claim("K_event=2 > K_event=0 at R@2 (Table 7)", "K_event=2, K_direct=8", "K_event=0, K_direct=10", "recall@2"),
-    Claim("SAG > dense retrieval at R@5 (Table 2)", _SAG, "BGE-Large-EN-v1.5 (dense)", "recall@5"),
+          "anyhit@5"),
+    Claim("event path helps: K_event=5 > K_event=0 at R@5 (Table 7)", _SAG, "K_event=0, K_direct=10", "anyhit@5"),
+    Claim("K_event=2 > K_event=0 at R@2 (Table 7)", "K_event=2, K_direct=8", "K_event=0, K_direct=10", "anyhit@2"),
+    Claim("SAG > dense retrieval at R@5 (Table 2)", _SAG, "BGE-Large-EN-v1.5 (dense)", "anyhit@5"),
 ]
 
 # --- GRASP: MuSiQue; Table 2 R@5 under simulated-agentic sub-questions, A.1.7 in EM ----------------------
@@ -208,8 +262,12 @@ SETTING = ("The papers retrieve from each data set's full corpus (MuSiQue/2Wiki:
            "absolute recall runs higher. The claims compare rows within our own runs.")
 
 PAPERS = {
-    "griever": {"title": "GRIEVER (Melo et al.)", "rows": GRIEVER_ROWS, "claims": GRIEVER_CLAIMS},
-    "gear": {"title": "GEAR (Shen et al., ACL 2025 Findings)", "rows": GEAR_ROWS, "claims": GEAR_CLAIMS},
-    "sag": {"title": "SAG (SQL-Retrieval Augmented Generation)", "rows": SAG_ROWS, "claims": SAG_CLAIMS},
-    "grasp": {"title": "GRASP (Graph Agentic Search over Propositions)", "rows": GRASP_ROWS, "claims": GRASP_CLAIMS},
+    "griever": {"title": "GRIEVER (Melo et al.)", "rows": GRIEVER_ROWS, "claims": GRIEVER_CLAIMS,
+                "evaluation": EVALUATION["griever"]},
+    "gear": {"title": "GEAR (Shen et al., ACL 2025 Findings)", "rows": GEAR_ROWS, "claims": GEAR_CLAIMS,
+             "evaluation": EVALUATION["gear"]},
+    "sag": {"title": "SAG (SQL-Retrieval Augmented Generation)", "rows": SAG_ROWS, "claims": SAG_CLAIMS,
+            "evaluation": EVALUATION["sag"]},
+    "grasp": {"title": "GRASP (Graph Agentic Search over Propositions)", "rows": GRASP_ROWS, "claims": GRASP_CLAIMS,
+              "evaluation": EVALUATION["grasp"]},
 }

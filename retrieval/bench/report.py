@@ -5,6 +5,7 @@ import csv
 import json
 from pathlib import Path
 
+from . import protocol as how_asked
 from .runner import KS, BenchResult
 
 COLUMNS = [f"{m}@{k}" for m in ("recall", "anyhit", "allhit") for k in KS] + [
@@ -58,10 +59,14 @@ def table(res: BenchResult, columns: list[str] | None = None) -> str:
                        + ["latency_ms_p50", "latency_ms_p95", "tokens_per_question"]
                        + [c for c in ("retrieval_ms_p50", "retrieval_ms_p95", "answer_ms_p50", "C_w",
                                       "plan_hop_accuracy") if has(c)])
-    rows = [["method"] + cols] + [[n] + [_cell(r, c) for c in cols] for n, r in res.methods.items()]
+    deepest = max(res.ks)
+    head = [how_asked.label(c, res.protocol, deepest) if c.startswith(("recall@", "anyhit@", "allhit@")) else c
+            for c in cols]
+    rows = [["method"] + head] + [[n] + [_cell(r, c) for c in cols] for n, r in res.methods.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.insert(0, how_asked.sentence(res.protocol, res.ks))
+    lines.insert(2, "  ".join("-" * w for w in widths))
     if any(f"{c}_sd" in r for r in res.methods.values() for c in cols):
         lines.append(f"± : the standard deviation of the {res.repeat} repetitions' means")
     return "\n".join(lines)
@@ -72,12 +77,15 @@ def write_html(res: BenchResult, path: Path) -> None:
     from plotly.subplots import make_subplots
 
     names = list(res.methods)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("recall@k", "latency p50 / p95 (ms)"))
+    deepest = max(res.ks)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"recall@k · {res.protocol}", "latency p50 / p95 (ms)"))
     for k in KS:
         if all(f"recall@{k}" in res.methods[n] for n in names):
-            fig.add_trace(go.Bar(name=f"recall@{k}", x=names, y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
+            fig.add_trace(go.Bar(name=how_asked.label(f"recall@{k}", res.protocol, deepest), x=names,
+                                 y=[res.methods[n][f"recall@{k}"] for n in names]), 1, 1)
     for key in ("latency_ms_p50", "latency_ms_p95"):
         fig.add_trace(go.Bar(name=key, x=names, y=[res.methods[n][key] for n in names]), 1, 2)
     pause = f", {res.pause_ms:g} ms idle before each (untimed)" if res.pause_ms else ""
-    fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions{pause}", barmode="group")
+    fig.update_layout(title=f"HopTrace bench: {res.kb}, {res.n_questions} questions{pause} · "
+                            f"{how_asked.sentence(res.protocol, res.ks)}", barmode="group")
     path.write_text(fig.to_html(include_plotlyjs=True, full_html=True))

@@ -15,8 +15,9 @@ from typing import Optional, Sequence
 from ..core.errors import ConfigError
 from ..core.records import Question
 from ..methods import METHODS, Context, root_method
-from .metrics import per_question_scores
-from .paper_tables import PAPERS, SETTING, Claim, Row
+from . import protocol as how_asked
+from .metrics import parse_metric, per_question_scores
+from .paper_tables import PAPERS, SETTING, Claim, Evaluation, Row
 from .runner import BenchResult, run_bench
 from .significance import Paired, paired, verdict
 
@@ -77,10 +78,20 @@ class Reproduction:
     rows: list[dict] = field(default_factory=list)      # {table, label, method, ours{}, paper{}, note}
     claims: list[ClaimResult] = field(default_factory=list)
     bench: Optional[BenchResult] = None
+    protocol: str = "per-k"           # how every row was asked (the paper's, paper_tables.EVALUATION)
+    deepest_k: int = 0
+    profile: str = "paper"            # the profile the paper's rows ran on; rows marked ours set their own values
+    evaluation: Optional[Evaluation] = None
+
+    def label(self, metric: str) -> str:
+        """The metric with how its runs were asked: 'anyhit@5 (top 5 of k=10)'."""
+        return how_asked.label(metric, self.protocol, self.deepest_k)
 
     def to_json(self) -> dict:
         return {"paper": self.paper, "title": self.title, "dataset": self.dataset, "kb": self.kb,
                 "n_questions": self.n_questions, "metrics": self.metrics, "rows": self.rows,
+                "protocol": self.protocol, "deepest_k": self.deepest_k, "profile": self.profile,
+                "evaluation": self.evaluation.__dict__ if self.evaluation else None,
                 "claims": [c.to_json() for c in self.claims],
                 "bench": self.bench.to_json(include_per_question=False) if self.bench else None}
 
@@ -106,33 +117,45 @@ def select_rows(paper: str, include_llm: bool = True) -> list[Row]:
     return [r for r in PAPERS[paper]["rows"] if include_llm or not uses_llm(r)]
 
 
+def paper_ks(rows: Sequence[Row], evaluation: Evaluation) -> list[int]:
+    """The cut-offs the rows' figures are at, and the paper's deepest k where its protocol slices."""
+    ks = {parse_metric(m)[1] for r in rows for d in r.paper.values() for m in d if "@" in m}
+    return sorted(ks | ({evaluation.deepest_k} if evaluation.deepest_k else set()))
+
+
 def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper: str, progress: bool = True,
               include_llm: bool = True, llm_limit: Optional[int] = None,
               dataset: Optional[str] = None, sink=None) -> Reproduction:
     """LLM-free rows run on every question; LLM rows on the first `llm_limit`. A claim that
-    compares an LLM row with an LLM-free one is judged on the questions both ran."""
+    compares an LLM row with an LLM-free one is judged on the questions both ran. Every row is
+    asked as the paper asks (its protocol, paper_tables.EVALUATION), on the paper's profile unless
+    `ctx.profile` names another; a row marked ours sets its own values on top."""
     rows = select_rows(paper, include_llm)
+    evaluation: Evaluation = PAPERS[paper]["evaluation"]
     dataset = dataset or dataset_of(ctx)
     metrics = sorted({m for r in rows for d in r.paper.values() for m in d},
                      key=lambda m: (m == "em", int(m.split("@")[1]) if "@" in m else 0))
-    ks = sorted({int(m.split("@")[1]) for m in metrics if m.startswith("recall@")})
+    ks = paper_ks(rows, evaluation)
+    profile = ctx.profile or "paper"
     groups = {False: [r for r in rows if not uses_llm(r)], True: [r for r in rows if uses_llm(r)]}
     qsets = {False: list(questions), True: list(questions)[:llm_limit] if llm_limit else list(questions)}
     results: dict[bool, BenchResult] = {}
     for llm, group in groups.items():
-        specs = {r.key: (r.method, dict(r.settings)) for r in group}
+        specs = {r.key: (r.method, {"profile": profile, **dict(r.settings)}) for r in group}
         if specs:
-            results[llm] = run_bench(ctx, kb_label, qsets[llm], list(specs), ks=ks, progress=progress, specs=specs,
-                                     sink=sink)
+            results[llm] = run_bench(ctx, kb_label, qsets[llm], list(specs), ks=ks, protocol=evaluation.protocol,
+                                     progress=progress, specs=specs, sink=sink)
     n = len(qsets[False]) if groups[False] else len(qsets[True])
     out = Reproduction(paper, PAPERS[paper]["title"], dataset, kb_label, n, metrics,
-                       bench=results.get(False) or results.get(True))
+                       bench=results.get(False) or results.get(True), protocol=evaluation.protocol,
+                       deepest_k=max(ks) if ks else 0, profile=profile, evaluation=evaluation)
     by_label: dict[str, dict] = {}
     for r in rows:
         res = results[uses_llm(r)]
         summary = res.methods[r.key]
         row = {"table": r.table, "label": r.label, "method": r.key, "questions": res.n_questions,
                "ours": {m: summary.get(m) for m in metrics}, "paper": r.paper.get(dataset, {}), "note": r.note,
+               "hoptrace_choice": r.ours,
                "latency_ms_p50": summary.get("latency_ms_p50"),
                "tokens_per_question": summary.get("tokens_per_question")}
         out.rows.append(row)
@@ -175,16 +198,19 @@ def _f(v) -> str:
 
 
 def render(rep: Reproduction) -> str:
-    short = {m: m.replace("recall@", "R@").replace("em", "EM") for m in rep.metrics}
-    head = ["table", "row (method)", "n"] + [f"{short[m]} ours | paper" for m in rep.metrics] + ["ms p50"]
+    short = {m: "EM" if m == "em" else m for m in rep.metrics}
+    head = (["table", "row (method)", "n"] + [f"{rep.label(short[m])} ours | paper" for m in rep.metrics]
+            + ["ms p50"])
     lines = [head]
     for r in rep.rows:
-        lines.append([r["table"], f"{r['label']} ({r['method']})", str(r["questions"])]
+        lines.append([r["table"], f"{r['label']} ({r['method']})" + (" [ours]" if r.get("hoptrace_choice") else ""),
+                      str(r["questions"])]
                      + [f"{_f(r['ours'].get(m))} | {_f(r['paper'].get(m))}" for m in rep.metrics]
                      + ["—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:.0f}"])
     widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
-    text = [f"{rep.title} — reproduced on KB {rep.kb} ({rep.n_questions} questions); paper column: {rep.dataset}",
-            "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    text = [f"{rep.title} — reproduced on KB {rep.kb} ({rep.n_questions} questions); paper column: {rep.dataset}"]
+    text += _evaluation_lines(rep)
+    text += ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     text += ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines[1:]]
     notes = [f"- {r['label']}: {r['note']}" for r in rep.rows if r["note"]]
     text += ["", "notes:", f"- {SETTING}"] + notes
@@ -196,6 +222,20 @@ def render(rep: Reproduction) -> str:
     return "\n".join(text)
 
 
+def _evaluation_lines(rep: Reproduction) -> list[str]:
+    """The paper's measure and protocol, and the profile, said before any figure."""
+    e = rep.evaluation
+    if e is None:
+        return [f"{how_asked.sentence(rep.protocol, [rep.deepest_k])}; profile {rep.profile}"]
+    measure = {"recall": "recall@k = the share of a question's gold passages in its top k",
+               "anyhit": "anyhit@k = 1 when at least one gold passage is in the top k"}[e.measure]
+    ks = sorted({parse_metric(m)[1] for m in rep.metrics if "@" in m} | {rep.deepest_k})
+    return [f"measure: {measure} — the paper's ({e.definition_from}: {e.definition})",
+            f"{how_asked.sentence(rep.protocol, ks)} — the paper's ({e.protocol_from})",
+            f"profile: {rep.profile} for the paper's rows; a row in table 'HopTrace' is our choice, marked ours",
+            ""]
+
+
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "~", "not measured": "?"}
 
 
@@ -205,7 +245,7 @@ def figure(rep: Reproduction):
     from plotly.subplots import make_subplots
 
     ms = [m for m in rep.metrics if any(r["ours"].get(m) is not None for r in rep.rows)]
-    fig = make_subplots(rows=len(ms) or 1, cols=1, subplot_titles=ms or ["no metric"])
+    fig = make_subplots(rows=len(ms) or 1, cols=1, subplot_titles=[rep.label(m) for m in ms] or ["no metric"])
     labels = [r["label"] for r in rep.rows]
     for i, m in enumerate(ms, start=1):
         fig.add_trace(go.Bar(name="ours", x=labels, y=[r["ours"].get(m) for r in rep.rows], marker_color="#2563eb",
@@ -225,7 +265,8 @@ def write_html(rep: Reproduction, path: Path) -> None:
     page = (f"<!doctype html><meta charset='utf-8'><title>{esc(rep.title)} reproduced</title>"
             f"<h1>{esc(rep.title)} — reproduced on {esc(rep.kb)}</h1>"
             f"<p>{rep.n_questions} questions; paper column: {esc(rep.dataset)}</p>"
-            f"<pre>{esc(render(rep))}</pre><h2>Claims</h2><ul>{claims}</ul>"
+            + "".join(f"<p>{esc(line)}</p>" for line in _evaluation_lines(rep) if line)
+            + f"<pre>{esc(render(rep))}</pre><h2>Claims</h2><ul>{claims}</ul>"
             + fig.to_html(include_plotlyjs=True, full_html=False))
     path.write_text(page)
 

@@ -24,10 +24,10 @@ from ..trace.model import RunResult
 from .budget import check_budget, fitter, reader_tokenizer
 from .difficulty import estimate_r, success_economy, weight
 from .metrics import allhit_at, anyhit_at, exact_match, f1_score, percentile, recall_at
+from .protocol import check as check_protocol
 
 KS = (2, 5, 10, 15)
 HEADLINE_K = 5
-PROTOCOLS = ("per-k", "slice")
 
 
 @dataclass
@@ -71,9 +71,10 @@ class BenchResult:
     budget: Optional[int] = None
     tokenizer: str = ""               # --budget: whose tokenizer counted the reader's context
     prices: str = ""                  # where the prices came from (retrieval/llm/prices.py)
+    ks: tuple = KS                    # the cut-offs asked for; with the protocol, how each recall@k was asked
 
     def to_json(self, include_per_question: bool = True) -> dict:
-        out = {"kb": self.kb, "n_questions": self.n_questions, "protocol": self.protocol, "ks": list(KS),
+        out = {"kb": self.kb, "n_questions": self.n_questions, "protocol": self.protocol, "ks": list(self.ks),
                "headline_k": HEADLINE_K, "started_at": self.started_at, "seconds": self.seconds,
                "pause_ms": self.pause_ms, "repeat": self.repeat, "budget": self.budget,
                "budget_tokenizer": self.tokenizer or None, "prices": self.prices or None,
@@ -225,8 +226,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     """
     if pause_ms < 0:
         raise ConfigError(f"pause_ms must be 0 or more, got {pause_ms}")
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
+    check_protocol(protocol)
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
     if concurrency > 1 and pause_ms:
@@ -248,7 +248,7 @@ def run_bench(ctx: Context, kb_label: str, questions: Sequence[Question], method
     plan = bench_plan(instances, ks, protocol)
     ctx.warm()  # the first question is not charged for loading
     res = BenchResult(kb_label, len(questions), protocol, started_at=time.time(), pause_ms=pause_ms, repeat=repeat,
-                      budget=budget)
+                      budget=budget, ks=tuple(sorted(ks)))
     fit = None
     if budget is not None:
         count_tokens, res.tokenizer = reader_tokenizer(ctx.llm)

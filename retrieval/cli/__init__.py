@@ -14,6 +14,7 @@ from typing import Optional
 from ..core.errors import HopTraceError
 from . import ask, bench, build, evidence, experiments, kb, perf, plugins, reproduce, serve, showcase
 from .common import load_plugins
+from .flags import check_old_spellings
 
 GROUPS = (build, ask, bench, experiments, evidence, plugins, reproduce, showcase, kb, perf, serve)
 
@@ -45,13 +46,13 @@ EXAMPLES = {
     "runs": "hoptrace runs export latest --method griever out/griever.trec --k 5",
     "runs export": "hoptrace runs export latest --method griever out/griever.trec --k 5",
     "runs import": "hoptrace runs import latest out/mine.trec --method mine",
-    "reproduce": "hoptrace reproduce griever --limit 30",
+    "reproduce": "hoptrace reproduce sag --llm-limit 20 --out sag.html",
     "judge": "hoptrace judge latest --depth 5 --judge answer",
     "qrels": "hoptrace qrels export latest out/tiny.qrels",
     "qrels export": "hoptrace qrels export latest out/tiny.qrels",
     "qrels import": "hoptrace qrels import latest out/tiny.qrels --source person",
     "compare": "hoptrace compare latest --metric p@5 --methods composed,griever",
-    "experiments": "hoptrace experiments --limit 5",
+    "experiments": "hoptrace experiments --last 5",
     "judge-validity": "hoptrace judge-validity latest --judge answer",
     "export": "hoptrace export --file out/spans.jsonl --experiment latest",
     "serve": "hoptrace serve --port 7860",
@@ -108,6 +109,12 @@ def commands(parser: argparse.ArgumentParser, prefix: str = ""):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        # An old spelling that now means something else is named before argparse reads it (cli/flags.py).
+        check_old_spellings(sys.argv[1:] if argv is None else argv)
+    except HopTraceError as e:
+        print(f"hoptrace: error: {e}", file=sys.stderr)
+        return e.exit_code
     args = _parser().parse_args(argv)
     commands = {name: cmd for group in GROUPS for name, cmd in group.COMMANDS.items()}
     try:

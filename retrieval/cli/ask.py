@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import time
 
-from .common import _context, _llm_args, _settings, plugin_args
+from .common import _context, _llm_args, plugin_args
+from .flags import json_arg, method_settings
 
 
 def add_parsers(sub) -> None:
@@ -14,8 +15,9 @@ def add_parsers(sub) -> None:
     a.add_argument("--method", default="bm25")
     plugin_args(a)
     a.add_argument("--k", type=int, default=10)
-    a.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a method setting")
-    a.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+    a.add_argument("--set", action="append", default=[], metavar="[METHOD.]KEY=VALUE",
+                   help="a setting of the method, e.g. path_weight=0.25 or griever.path_weight=0.25 (repeatable)")
+    json_arg(a, "the whole trace")
     a.add_argument("--answer", action="store_true", help="end with the shared answer step (top-5 passages → answer)")
     _llm_args(a)
 
@@ -27,7 +29,7 @@ def cmd_ask(args) -> int:
 
     check_question(args.question)  # before loading anything, so a bad question fails fast
     ctx = _context(args.kb, args)
-    method = make_method(args.method, ctx, **_settings(args.set))
+    method = make_method(args.method, ctx, **method_settings(args.set, [args.method]).get(args.method, {}))
     info = ctx.store.info()
     t0 = time.perf_counter()
     # Load vectors and lookup maps first, so stage latencies show the method, not the loading.

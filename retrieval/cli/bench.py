@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from .common import _context, _llm_args, _trace_store, plugin_args
+from .flags import emit_json, json_arg, method_settings, out_arg, say
 
 
 def add_parsers(sub) -> None:
@@ -20,10 +21,13 @@ def add_parsers(sub) -> None:
     be.add_argument("--questions", type=Path, help="questions file (default: the KB's own questions)")
     be.add_argument("--question-set", default=None, metavar="NAME",
                     help="a question set added with `hoptrace questions add` (with or without gold)")
-    be.add_argument("--limit", type=int)
+    be.add_argument("--limit", type=int, metavar="N", help="the first N questions, for every method")
     be.add_argument("--protocol", default=None, choices=["per-k", "slice"],
                     help="per-k: run k-dependent methods once per k in 2/5/10/15 (default); slice: one run at 15")
     be.add_argument("--ks", default=None, help="comma-separated cut-offs (default 2,5,10,15)")
+    be.add_argument("--set", action="append", default=None, metavar="METHOD.KEY=VALUE",
+                    help="a method's setting, e.g. griever.path_weight=0.25 (repeatable; with one method, "
+                         "KEY=VALUE); the experiment records it")
     be.add_argument("--answer", action="store_true", default=None,
                     help="add EM and F1 of the shared answer step (needs an LLM)")
     be.add_argument("--repeat", type=int, default=None, metavar="N",
@@ -49,7 +53,8 @@ def add_parsers(sub) -> None:
                     help="continue an interrupted experiment: runs it stored are kept, only the rest run")
     be.add_argument("--no-store", action="store_true",
                     help="keep no traces (no experiment): only the summary, as before experiments existed")
-    be.add_argument("--json", dest="json_out", type=Path, help="write results here (+ .csv and .html beside it)")
+    json_arg(be, "the results")
+    out_arg(be, "the results as JSON (a .csv and a .html report beside it)")
     _llm_args(be)
     be.add_argument("--quiet", action="store_true")
 
@@ -76,7 +81,7 @@ def add_parsers(sub) -> None:
 # What an experiment records of `hoptrace bench`'s arguments, and their defaults: a resume
 # compares the ones given again against these.
 BENCH_ARGS = {"kb": "demo", "methods": None, "questions": None, "question_set": None, "limit": None,
-              "protocol": "per-k", "ks": None,
+              "protocol": "per-k", "ks": None, "set": [],
               "answer": False, "difficulty_samples": 0, "pause_ms": 0.0, "llm": None, "llm_model": None,
               "profile": None, "repeat": 1, "budget": None, "prices": None, "temperature": None}
 
@@ -139,6 +144,8 @@ def cmd_bench(args) -> int:
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; available: {', '.join(method_names())}")
+    settings = method_settings(args.set or [], methods)
+    specs = {m: (m, settings.get(m, {})) for m in methods}
     if args.questions and args.question_set:
         raise ConfigError("--questions and --question-set both name the questions; give one")
     if args.questions:
@@ -165,8 +172,8 @@ def cmd_bench(args) -> int:
         experiments = experiments or Experiments(_trace_store())
         fp = kb_fingerprint(ctx.store)
         if exp is None:
-            insts = {m: make_method(m, ctx) for m in methods}
-            spec = {"methods": {m: method_spec(i, m, {}) for m, i in insts.items()}, "ks": list(ks),
+            insts = {m: make_method(m, ctx, **settings.get(m, {})) for m in methods}
+            spec = {"methods": {m: method_spec(i, m, settings.get(m, {})) for m, i in insts.items()}, "ks": list(ks),
                     "protocol": args.protocol, "plan": bench_plan(insts, ks, args.protocol),
                     "questions": [question_record(q) for q in questions], "args": _bench_args(args),
                     "question_set": args.question_set or ("file " + args.questions.name if args.questions
@@ -200,15 +207,16 @@ def cmd_bench(args) -> int:
     res = run_bench(ctx, args.kb, questions, methods, ks=ks, protocol=args.protocol, progress=not args.quiet,
                     answer=args.answer, difficulty_samples=args.difficulty_samples, pause_ms=args.pause_ms,
                     sink=experiments.sink(exp) if exp else None, done=done, concurrency=args.concurrency,
-                    repeat=args.repeat, budget=args.budget, prices=prices)
+                    repeat=args.repeat, budget=args.budget, prices=prices, specs=specs)
     pause = f", {args.pause_ms:g} ms idle before each question (untimed)" if args.pause_ms else ""
     conc = f", {args.concurrency} questions in flight" if args.concurrency > 1 else ""
     reps = f", {args.repeat} repetitions" if args.repeat > 1 else ""
     temp = f" at temperature {args.temperature:g}" if args.temperature else ""
-    print(f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}{conc}{reps}, "
-          f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}{temp} · prices: {res.prices}"
-          + (f" · budget {args.budget} tokens ({res.tokenizer})" if args.budget else ""))
-    print(table(res))
+    set_line = f" · settings {'; '.join(args.set)}" if args.set else ""
+    say(args, f"{res.n_questions} questions, protocol {res.protocol}, {res.seconds} s{pause}{conc}{reps}, "
+              f"LLM: {ctx.llm.describe() if ctx.llm else 'none'}{temp} · prices: {res.prices}"
+              + (f" · budget {args.budget} tokens ({res.tokenizer})" if args.budget else "") + set_line)
+    say(args, table(res))
     if exp is not None:
         experiments.finish(exp, res.to_json(include_per_question=False))
         n = len(experiments.entries(exp, repetitions=True))
@@ -216,15 +224,17 @@ def cmd_bench(args) -> int:
         nxt = (f"hoptrace compare {exp.id[:12]} --metric recall@5" if has_gold else
                f"no gold passages: recall and hit rates left out; hoptrace judge {exp.id[:12]} --depth 10 pools "
                "and judges the runs, then hoptrace compare ... --metric ndcg@5")
-        print(f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces, "
-              f"storing took {exp.store_seconds:.2f} s of the {res.seconds} s · {nxt}")
-    if args.json_out:
-        out = args.json_out
+        say(args, f"experiment {exp.id}: {n} runs stored, {experiments.size_bytes(exp) / 1e6:.1f} MB of traces, "
+                  f"storing took {exp.store_seconds:.2f} s of the {res.seconds} s · {nxt}")
+    if args.out:
+        out = args.out
         out.parent.mkdir(parents=True, exist_ok=True)
         write_json(res, out)
         write_csv(res, out.with_suffix(".csv"))
         write_html(res, out.with_suffix(".html"))
-        print(f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
+        say(args, f"wrote {out}, {out.with_suffix('.csv')}, {out.with_suffix('.html')}")
+    if args.json:
+        emit_json(res.to_json() | ({"experiment": exp.id} if exp is not None else {}))
     return 0
 
 

@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-
-from ..core.errors import ConfigError
 
 
 def _draft_arg(p: argparse.ArgumentParser) -> None:
@@ -32,14 +29,16 @@ def load_plugins(args) -> None:
     load_and_report(getattr(args, "plugin", None) or [], getattr(args, "method_url", None) or [])
 
 
-def _llm_args(p: argparse.ArgumentParser) -> None:
+def _llm_args(p: argparse.ArgumentParser, profile_help: str = "") -> None:
     p.add_argument("--llm", default=None,
                    help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
                         "an OpenAI-compatible base URL; env HOPTRACE_LLM")
     p.add_argument("--llm-model", default=None, help="model name for openai / URL endpoints; env HOPTRACE_LLM_MODEL")
     p.add_argument("--profile", default=None, choices=["paper", "local"],
-                   help="LLM methods' hyperparameters: paper, or local (measured for a small model on 2 cores); "
-                        "default local for the embedded model, paper for an endpoint; env HOPTRACE_PROFILE")
+                   help=profile_help or "methods' hyperparameters: paper (as the papers state them), or local "
+                        "(HopTrace's measured choices: a small model's budgets on 2 cores, GRIEVER's ranking); "
+                        "default local for LLM-free methods and on the embedded model, paper for an LLM method "
+                        "on an endpoint; env HOPTRACE_PROFILE")
 
 
 def _context(kb: str, args=None, **llm_overrides):
@@ -54,19 +53,6 @@ def _context(kb: str, args=None, **llm_overrides):
     store = open_store(kb)
     llm = get_llm(LLMSettings.parse(getattr(args, "llm", None), getattr(args, "llm_model", None), **llm_overrides))
     return Context(store, get_embedder(store.info().embed_model), llm, profile=getattr(args, "profile", None))
-
-
-def _settings(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set takes NAME=VALUE, got {pair!r}")
-        name, value = pair.split("=", 1)
-        try:
-            out[name] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name] = value
-    return out
 
 
 def _experiments():

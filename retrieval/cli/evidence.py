@@ -11,6 +11,7 @@ from pathlib import Path
 from ..core.errors import ConfigError, InputError, KBError
 from . import qgen
 from .common import _context, _experiments, _llm_args, _trace_store, plugin_args
+from .flags import emit_json, json_arg, out_arg, say
 
 
 def add_parsers(sub) -> None:
@@ -52,7 +53,8 @@ def add_parsers(sub) -> None:
     v.add_argument("--judge", choices=["llm", "answer", "person"], default="llm")
     v.add_argument("--rel", type=int, default=2, help="the grade counted relevant (default 2)")
     v.add_argument("--prompt-version", default=None, help="the LLM judge's prompt version (default: its newest)")
-    v.add_argument("--json", dest="json_out", type=Path, help="write the figures as JSON here")
+    json_arg(v, "the figures")
+    out_arg(v, "the figures as JSON")
     v.add_argument("--simulate-person", action="store_true",
                    help="a person who grades gold passages 2 and others 0 grades the pool in each --order, from the "
                         "answer rule's grades: verdicts as gold's against grades given (nothing is stored)")
@@ -249,13 +251,15 @@ def cmd_judge_validity(args) -> int:
         v = measure(experiments, exp, args.judge, store, args.rel, prompt_version=args.prompt_version)
     finally:
         store.close()
-    print(f"experiment {exp.id[:12]} · KB {exp.kb} · {len(exp.questions)} questions · judge {args.judge}")
+    say(args, f"experiment {exp.id[:12]} · KB {exp.kb} · {len(exp.questions)} questions · judge {args.judge}")
     for line in v.lines():
-        print(line)
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(asdict(v), indent=1, default=str))
-        print(f"wrote {args.json_out}")
+        say(args, line)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(asdict(v), indent=1, default=str))
+        say(args, f"wrote {args.out}")
+    if args.json:
+        emit_json(asdict(v))
     return 0
 
 
@@ -272,16 +276,20 @@ def _simulate(experiments, exp, args) -> int:
     finally:
         store.close()
     for line in sim.lines():
-        print(line)
+        say(args, line)
     if args.plot:
         plot(sim, args.plot)
-        print(f"wrote {args.plot}")
-    if args.json_out:
+        say(args, f"wrote {args.plot}")
+    if args.out:
         import json
         from dataclasses import asdict
 
-        args.json_out.write_text(json.dumps(asdict(sim), indent=1))
-        print(f"wrote {args.json_out}")
+        args.out.write_text(json.dumps(asdict(sim), indent=1))
+        say(args, f"wrote {args.out}")
+    if args.json:
+        from dataclasses import asdict
+
+        emit_json(asdict(sim))
     return 0
 
 

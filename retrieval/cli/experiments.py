@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError, InputError
 from .common import _experiments, _trace_store, plugin_args
+from .flags import emit_json, json_arg, out_arg, outputs, say
 
 
 def add_parsers(sub) -> None:
@@ -27,8 +28,8 @@ def add_parsers(sub) -> None:
                     help="the trace file to read (default $HOPTRACE_HOME/traces.sqlite); opened read-only")
 
     ex = sub.add_parser("experiments", help="list stored experiments (bench, reproduce and Benchmark-tab runs)")
-    ex.add_argument("--limit", type=int, default=50)
-    ex.add_argument("--json", action="store_true", help="everything, including each experiment's spec, as JSON")
+    ex.add_argument("--last", type=int, default=50, metavar="N", help="the N newest (default 50)")
+    json_arg(ex, "everything, including each experiment's spec,")
 
     cp = sub.add_parser("compare", help="an experiment's methods compared question by question, with 95 %% "
                                         "intervals, paired randomization tests, and where each method lost the gold")
@@ -47,8 +48,10 @@ def add_parsers(sub) -> None:
     cp.add_argument("--question", default=None, metavar="QUESTION_ID",
                     help="print this question's stored runs of the first two --methods (or the first two methods), "
                          "stage by stage, exactly as stored: the Benchmark tab's click on a question's row")
-    cp.add_argument("--json", dest="json_out", type=Path, help="write the comparison as JSON here")
-    cp.add_argument("--html", dest="html_out", type=Path, help="write a self-contained HTML report here")
+    json_arg(cp, "the comparison")
+    out_arg(cp, "the comparison (JSON) or a self-contained HTML report", repeatable=True)
+    cp.add_argument("--html", dest="html_out", type=Path, metavar="PATH",
+                    help="write a self-contained HTML report to PATH (the same as --out PATH.html)")
 
 
 def cmd_export(args) -> int:
@@ -109,7 +112,9 @@ def cmd_experiments(args) -> int:
 
     experiments = _experiments()
     shipped = set(shipped_ids(experiments.traces))
-    exps = experiments.list(limit=args.limit)
+    if args.last < 1:
+        raise ConfigError(f"--last must be at least 1, got {args.last}")
+    exps = experiments.list(limit=args.last)
     if args.json:
         print(json.dumps([{**e.__dict__, "shipped": e.id in shipped} for e in exps], indent=1, default=str))
         return 0
@@ -137,26 +142,29 @@ def cmd_compare(args) -> int:
 
         judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
                             args.rel)
+    files = outputs(args.out + ([args.html_out] if args.html_out else []))
     cmp = compare(experiments, exp, args.metric, methods, judged)
     if args.question:
         return _print_question(experiments, cmp, args.question)
-    print(render_text(cmp))
+    say(args, render_text(cmp))
     if judged is not None:
         # Which verdicts a person's grades settle and which still rest on automatic ones (P@k).
         from traces.judging.queue import status_lines
 
         lines = status_lines(experiments, exp, args.metric, "", methods, args.rel)
         if lines:
-            print("\n" + "\n".join(lines))
-            print(f"the next grades that can change an open verdict: hoptrace judge {exp.id[:12]} --queue 20")
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(cmp.to_json(), indent=1, default=str))
-        print(f"wrote {args.json_out}")
-    if args.html_out:
-        args.html_out.parent.mkdir(parents=True, exist_ok=True)
-        write_html(cmp, args.html_out)
-        print(f"wrote {args.html_out}")
+            say(args, "\n" + "\n".join(lines))
+            say(args, f"the next grades that can change an open verdict: hoptrace judge {exp.id[:12]} --queue 20")
+    for path in files.get(".json", []):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cmp.to_json(), indent=1, default=str))
+        say(args, f"wrote {path}")
+    for path in files.get(".html", []):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_html(cmp, path)
+        say(args, f"wrote {path}")
+    if args.json:
+        emit_json(cmp.to_json())
     return 0
 
 
@@ -178,14 +186,17 @@ def _print_question(experiments, cmp, question_id: str) -> int:
 def _compare_across(args, experiments, old, methods) -> int:
     from traces.stats.across import compare_across, render_across
 
-    if args.html_out:
-        raise ConfigError("--html is for one experiment's comparison; with --against use --json")
+    files = outputs(args.out + ([args.html_out] if args.html_out else []))
+    if files.get(".html"):
+        raise ConfigError("an HTML report is for one experiment's comparison; with --against write --out PATH.json")
     c = compare_across(experiments, old, experiments.get(args.against), args.metric, methods)
-    print(render_across(c))
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(c.to_json(), indent=1, default=str))
-        print(f"wrote {args.json_out}")
+    say(args, render_across(c))
+    for path in files.get(".json", []):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(c.to_json(), indent=1, default=str))
+        say(args, f"wrote {path}")
+    if args.json:
+        emit_json(c.to_json())
     return 0
 
 

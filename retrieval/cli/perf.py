@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import ConfigError
+from .flags import emit_json, json_arg, out_arg, say
 
 
 def add_parsers(sub) -> None:
@@ -47,7 +48,8 @@ def add_parsers(sub) -> None:
     bs.add_argument("--dir", type=Path, default=None, help="where to write the KBs (default $HOPTRACE_HOME/scale)")
     bs.add_argument("--queries", type=int, default=50)
     bs.add_argument("--keep", action="store_true", help="keep the synthetic KBs")
-    bs.add_argument("--json", dest="json_out", type=Path, help="write the rows here")
+    json_arg(bs, "the rows")
+    out_arg(bs, "the rows as JSON")
 
     bi = sub.add_parser("bench-import", help="time and peak memory of reading a generated corpus file alone "
                                              "(JSONL or TSV, a line at a time)")
@@ -106,9 +108,11 @@ def cmd_bench_store(args) -> int:
     if not sizes or any(n < 100 for n in sizes):
         raise ConfigError(f"--sizes: each size must be at least 100 passages, got {args.sizes!r}")
     rows = run(sizes, args.dir or home() / "scale", args.queries, args.keep)
-    print(render(rows))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=1))
+    say(args, render(rows))
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+    if args.json:
+        emit_json(rows)
     return 0
 
 

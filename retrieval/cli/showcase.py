@@ -16,7 +16,8 @@ def add_parsers(sub) -> None:
     rs = sub.add_parser("record-showcase", help="record the LLM methods' full traces on a few demo questions, "
                                                "for the app to open instantly (re-run after a prompt change)")
     rs.add_argument("--kb", default="demo")
-    rs.add_argument("--questions", type=int, default=12, help="how many (spread over 2-, 3- and 4-hop)")
+    rs.add_argument("--question-count", type=int, default=12, metavar="N",
+                    help="how many questions (spread over 2-, 3- and 4-hop; default 12)")
     rs.add_argument("--methods", default="griever,gear,sag,grasp", help="comma-separated method names")
     rs.add_argument("--out", type=Path, default=None, help="default data/showcase/<kb>.json.gz")
     rs.add_argument("--update", action="store_true",
@@ -33,8 +34,10 @@ def add_parsers(sub) -> None:
     re_.add_argument("--kb", default="demo")
     re_.add_argument("--methods", default=None,
                      help="comma-separated (default: the paper methods, the baselines and the ablations)")
-    re_.add_argument("--questions", type=int, default=100, help="questions for the LLM-free methods (default 100)")
-    re_.add_argument("--llm-questions", type=int, default=50, help="questions for the LLM methods (default 50)")
+    re_.add_argument("--question-count", type=int, default=100, metavar="N",
+                     help="questions for the LLM-free methods (default 100)")
+    re_.add_argument("--llm-question-count", type=int, default=50, metavar="N",
+                     help="questions for the LLM methods (default 50)")
     re_.add_argument("--minutes", type=float, default=60.0,
                      help="this sitting's length: no new unit (a method on 10 questions) starts after it")
     re_.add_argument("--rerecord", default=None, metavar="METHODS",
@@ -60,11 +63,11 @@ def _refuse_busy(allow_load: bool, reference_ms: Optional[float] = None) -> None
 def cmd_record_showcase(args) -> int:
     from ..showcase import choose_questions, record
 
-    if args.questions < 1:
-        raise ConfigError(f"--questions must be at least 1, got {args.questions}")
+    if args.question_count < 1:
+        raise ConfigError(f"--question-count must be at least 1, got {args.question_count}")
     ctx = _context(args.kb, args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    questions = choose_questions(ctx.store.questions(), args.questions)
+    questions = choose_questions(ctx.store.questions(), args.question_count)
     if not questions:
         raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
     _refuse_busy(args.allow_load)
@@ -112,8 +115,8 @@ def cmd_record_experiment(args) -> int:
     from ..showcase import fingerprint, load_for, path_for
     from .common import _trace_store
 
-    if args.questions < 1 or args.llm_questions < 0 or args.minutes <= 0:
-        raise ConfigError("--questions must be at least 1, --llm-questions 0 or more and --minutes above 0")
+    if args.question_count < 1 or args.llm_question_count < 0 or args.minutes <= 0:
+        raise ConfigError("--question-count must be at least 1, --llm-question-count 0 or more and --minutes above 0")
     ctx = _context(args.kb, args, cache=False)   # every run a real call: its latency is the method's
     if ctx.llm is None:
         raise ConfigError("the shipped experiment ends every run with an answer: it needs an LLM")
@@ -158,10 +161,11 @@ def cmd_record_experiment(args) -> int:
             raise ConfigError(f"unknown method(s) {', '.join(unknown)}; `hoptrace methods` lists them")
         showcase = load_for(args.kb)
         questions = recording.order_questions(kb_questions, [it.question for it in showcase.items] if showcase
-                                              else [], args.questions)
+                                              else [], args.question_count)
         if not questions:
             raise ConfigError(f"KB {args.kb} has no questions with gold passages to record")
-        exp = recording.start(experiments, ctx, args.kb, questions, methods, min(args.llm_questions, len(questions)))
+        exp = recording.start(experiments, ctx, args.kb, questions, methods,
+                              min(args.llm_question_count, len(questions)))
         print(f"new experiment {exp.id[:12]}: {len(methods)} methods, {len(questions)} questions", file=sys.stderr)
     ctx.warm()
 

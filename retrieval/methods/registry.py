@@ -86,7 +86,9 @@ def make_method(name: str, ctx: Context, profile: Optional[str] = None, **overri
         raise ConfigError(f"unknown method {name!r}; available: {', '.join(method_names())}")
     root = root_method(name)
     cls = METHODS[root]
-    chosen = profiles.resolve(profile or ctx.profile, ctx.llm) if cls.uses_llm else "paper"
+    # An LLM-free method with no local value of its own (BM25, dense, ...) has nothing to choose.
+    chosen = (profiles.resolve(profile or ctx.profile, ctx.llm, cls.uses_llm)
+              if cls.uses_llm or root in profiles.LOCAL else "paper")
     settings = {**profiles.settings_for(root, chosen), **(VARIANTS[name][1] if name in VARIANTS else {}), **overrides}
     method = cls(ctx, **settings)
     method.name = name  # traces and bench rows carry the variant's name

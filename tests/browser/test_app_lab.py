@@ -53,7 +53,7 @@ def test_benchmark_tab_repeats_with_a_context_budget_shows_the_trade_off_and_rep
     page.wait_for_function("document.querySelector('#repro-out') && "
                            "document.querySelector('#repro-out').innerText.includes('claims (')", timeout=180_000)
     out = page.locator("#repro-out").inner_text()
-    assert "R@5 ours | paper" in out and "GRIEVER Table 1" in out
+    assert "recall@5 (asked at k=5) ours | paper" in out and "GRIEVER Table 1" in out and "profile: paper" in out
     # three questions cannot settle a claim: the verdict says so, with the numbers behind it
     assert "inconclusive" in out and "win/tie/loss" in out
     page.wait_for_selector("#repro-plot .js-plotly-plot", timeout=30_000)

@@ -16,6 +16,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from retrieval.bench import protocol as how_asked
 from retrieval.bench.metrics import BUDGET, RANK_METRICS, parse_metric, per_question_scores
 from retrieval.bench.significance import ALPHA, Interval, Paired, holm, mean_intervals, paired_many
 from retrieval.core.errors import InputError
@@ -61,6 +62,13 @@ class Comparison:
     flag_pairs: int = 0                                # pairs with two measured repetitions to compare
     repeat: int = 1
     budget: Optional[int] = None
+
+    @property
+    def metric_label(self) -> str:
+        """The metric and how its runs were asked ('recall@5 (top 5 of k=10)'): one protocol named
+        wherever a recall is shown (retrieval/bench/protocol.py)."""
+        e = self.experiment
+        return how_asked.label(self.metric, e.spec.get("protocol", "per-k"), max(e.ks) if e.ks else 0)
 
     @property
     def left_out_count(self) -> int:
@@ -290,7 +298,7 @@ def _p(p: float) -> str:
 def render_text(c: Comparison) -> str:
     e = c.experiment
     lines = [f"experiment {e.id} · {e.kind} · KB {e.kb} ({e.kb_fingerprint}) · {e.provenance()}",
-             f"{c.metric} on {len(c.question_ids)} of {c.questions_line()}",
+             f"{c.metric_label} on {len(c.question_ids)} of {c.questions_line()}",
              *([f"judged: {c.judges}"] if c.judges else []),
              "", f"{'':2} {'method':<24} {c.metric + ' [95 % CI]':<28} beats (p < {ALPHA}, "
              + ("Holm-adjusted over " + str(len(c.pairs)) + " pairs)" if len(c.pairs) > 1 else "one pair)")]
@@ -403,7 +411,7 @@ def write_html(c: Comparison, path: Path) -> None:
         f"<tr><td>{esc(r['question_id'])}</td><td>{esc(r['question'])}</td><td>{esc(str(r['hops'] or ''))}</td>"
         + "".join(f"<td>{r['scores'][m]:.3f}</td>" for m in c.methods) + "</tr>" for r in c.rows)
     parts = [f"<!doctype html><meta charset='utf-8'><title>HopTrace comparison {esc(c.experiment.id[:12])}</title>",
-             f"<h1>{esc(c.metric)} — experiment {esc(c.experiment.id[:12])} on {esc(c.experiment.kb)}</h1>",
+             f"<h1>{esc(c.metric_label)} — experiment {esc(c.experiment.id[:12])} on {esc(c.experiment.kb)}</h1>",
              f"<pre>{esc(render_text(c))}</pre>"]
     parts += [f.to_html(include_plotlyjs=(i == 0), full_html=False) for i, f in enumerate(figs)]
     parts.append(f"<h2>Per question</h2><table border=1 cellspacing=0><tr><th>id</th><th>question</th><th>hops</th>"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from retrieval.bench import protocol as how_asked
 from retrieval.core.money import usd_text
 
 RETRIEVAL_S = "retrieval s / question (p50)"
@@ -48,6 +49,14 @@ class Leaderboard:
     rows: list[Row]
     setting: str                 # what every row shares, said once
     notes: list[str] = field(default_factory=list)
+    protocol: str = "per-k"      # how the runs were asked (retrieval/bench/protocol.py)
+    deepest_k: int = 0
+
+    def header(self, column: str) -> str:
+        """A column's header: a recall names how its runs were asked ('recall@5 (top 5 of k=10)')."""
+        if column.startswith(("recall@", "anyhit@", "allhit@")) and self.deepest_k:
+            return how_asked.label(column, self.protocol, self.deepest_k)
+        return column
 
     def groups(self) -> list[tuple[int, list[Row]]]:
         """The rows by the questions they were scored on, most questions first: a recording under
@@ -69,7 +78,7 @@ class Leaderboard:
         return min(vals) if lower_better else max(vals)
 
     def text(self) -> str:
-        head = ["method"] + [c for c, _, _ in COLUMNS] + ["$ / question", f"$ at {NAMED_MODEL}"]
+        head = ["method"] + [self.header(c) for c, _, _ in COLUMNS] + ["$ / question", f"$ at {NAMED_MODEL}"]
         body = [[r.method + (" (stale)" if r.stale else "")]
                 + [cell_text(r.cells.get(c), d) + (TIMED_APART_MARK if r.timed_apart and is_time(c) else "")
                    for c, _, d in COLUMNS]
@@ -187,7 +196,7 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
                              for m, a in split.items())
             notes.append("stable@5 leaves out the questions whose two repetitions ran on different machines, "
                          f"where the model's kernels differ: {each}")
-    return Leaderboard(rows, setting_line(exp), notes)
+    return Leaderboard(rows, setting_line(exp), notes, exp.spec.get("protocol", "per-k"), max(exp.ks, default=0))
 
 
 def setting_line(exp) -> str:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from retrieval.bench import protocol as how_asked
 from retrieval.bench.runner import run_bench
 from retrieval.core.errors import InputError
 from traces.storage.experiments import kb_fingerprint, method_spec, question_record
@@ -168,7 +169,9 @@ def wire(shell) -> None:
         cols += ["latency_ms_p50", "tokens_per_question"]
         table = [[m] + [_cell(row, c) for c in cols] for m, row in res.methods.items()]
         # The experiment's view below (trade-off, answer split, spread) opens on this run.
-        return (gr.update(value=table, headers=["method"] + cols, visible=True),
+        deepest = max(res.ks)
+        heads = [how_asked.label(c, res.protocol, deepest) for c in cols]   # each recall names how it was asked
+        return (gr.update(value=table, headers=["method"] + heads, visible=True),
                 _shown(_scatter(res, "latency_ms_p50")), _shown(_scatter(res, "tokens_per_question")),
                 gr.update(choices=evidence.choices(experiments, state.owner_filter(who)), value=exp.id))
 

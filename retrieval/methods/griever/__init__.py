@@ -52,6 +52,9 @@ class Griever(Method):
     def retrieve(self, question: str, k: int, tracer: Tracer) -> list[RankedPassage]:
         cfg: GrieverConfig = self.config
         cfg.check()
+        # LLM-free, so the base class opens no profile stage for it: which ranking ran (the paper's
+        # or ours) is named here.
+        self.profile_stage(tracer)
         store = self.ctx.store
         q = question
         retrieved: dict[str, float] = {}        # R: passage → cosine to the query that found it

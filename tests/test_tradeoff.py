@@ -207,3 +207,26 @@ def test_a_runs_cost_reaches_its_openinference_span():
     assert root[CPU_SECONDS] == 0.4 and root[REPETITION] == 2
     unknown = RunResult("gear", "q?", cost={"model": "x", "usd": None, "source": "price unknown", "cpu_s": None})
     assert SpanAttributes.LLM_COST_TOTAL not in run_spans(unknown, RunContext("r2"))[0].attributes
+
+
+def test_the_leaderboard_names_the_protocol_and_tells_a_self_answering_agent_from_runs_timed_elsewhere():
+    """Hand-made summaries: GRASP answers itself (a latency, no answer step); GRIEVER's runs were all
+    timed on another machine (no time here at all), which is not answering by itself."""
+    from traces.stats.leaderboard import build
+    from traces.storage.experiments import Experiment
+
+    summary = {"methods": {
+        "grasp": {"questions": 2, "recall@5": 0.5, "recall@10": 0.6, "em": 0.5, "f1": 0.5, "latency_ms_p50": 40_000.0},
+        "griever": {"questions": 2, "recall@5": 0.7, "recall@10": 0.8, "em": 0.5, "f1": 0.6,
+                    "timed_elsewhere": {"another CPU": {"questions": 2}}, "timed_questions": 0},
+        "bm25": {"questions": 2, "recall@5": 0.4, "recall@10": 0.5, "em": 0.0, "f1": 0.1, "latency_ms_p50": 12_000.0,
+                 "retrieval_ms_p50": 2.0, "answer_ms_p50": 11_998.0}}}
+    exp = Experiment("e" * 32, 0.0, "record", "demo", "fp", "llm", "abc", "done", n_questions=2,
+                     spec={"methods": {m: {} for m in summary["methods"]}, "ks": [5, 10], "protocol": "slice",
+                           "machine": "this CPU"}, summary=summary)
+    board = build(exp)
+    assert {r.method: r.self_answered for r in board.rows} == {"grasp": True, "griever": False, "bm25": False}
+    assert any(n.startswith("retrieval s of grasp:") for n in board.notes)
+    assert board.header("recall@5") == "recall@5 (top 5 of k=10)" and board.header("EM") == "EM"
+    head = board.text().splitlines()[1]
+    assert "recall@5 (top 5 of k=10)" in head and "recall@10 (asked at k=10)" in head

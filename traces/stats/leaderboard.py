@@ -139,7 +139,10 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         cells = {c: s.get(key) for c, key, _ in COLUMNS}
         # Without a shared answer step (no --answer, or a method that answers itself) the whole
         # latency is the retrieval's.
-        self_answered = cells[RETRIEVAL_S] is None and s.get("em") is not None
+        # A method whose every run was timed on another machine has no time here at all: that is not
+        # an agent answering by itself, which has a latency but no shared answer step in it.
+        self_answered = (cells[RETRIEVAL_S] is None and s.get("em") is not None
+                         and s.get("latency_ms_p50") is not None)
         if cells[RETRIEVAL_S] is None:
             cells[RETRIEVAL_S] = s.get("latency_ms_p50")
         for c in (RETRIEVAL_S, ANSWER_S):

@@ -63,7 +63,10 @@ def test_an_old_flag_spelling_fails_naming_the_new_one_before_anything_runs(caps
              (["reproduce", "sag", "--questions-limit", "5"], "--limit N"),
              (["record-experiment", "--questions", "10"], "--question-count N"),
              (["record-experiment", "--llm-questions", "10"], "--llm-question-count N"),
-             (["experiments", "--limit", "5"], "--last N")]
+             (["experiments", "--limit", "5"], "--last N"),
+             (["questions", "review", "--kb", "k", "gen", "q1", "edit", "--question", "new?"], "--question-text"),
+             (["questions", "review", "--kb", "k", "gen", "q1", "edit", "--answer", "Paris"], "--answer-text"),
+             (["bench-app", "--runs", "3"], "--run-count N")]
     for argv, new in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
@@ -72,6 +75,25 @@ def test_an_old_flag_spelling_fails_naming_the_new_one_before_anything_runs(caps
     # the switch itself still works where it always printed JSON
     assert main(["experiments", "--json", "--last", "1"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+def test_no_flag_takes_two_kinds_of_value_across_the_commands():
+    """A flag is a switch, a count, a path or a text in every command that has it; only `--out` is a
+    path or a KB name (build), both where the command's output goes."""
+    import argparse
+
+    from retrieval.cli import _parser, commands
+
+    kinds: dict[str, set] = {}
+    for _, parser in commands(_parser()):
+        for a in parser._actions:
+            if a.option_strings and not isinstance(a, argparse._HelpAction):
+                kind = ("switch" if a.nargs == 0 else "count" if a.type is int else
+                        "path" if getattr(a.type, "__name__", "") == "Path" else "text")
+                kinds.setdefault(a.option_strings[-1], set()).add(kind)
+    two = {f: k for f, k in kinds.items() if len(k) > 1 and f != "--out"}
+    assert not two, two
+    assert kinds["--json"] == {"switch"} and kinds["--questions"] == {"path"} and kinds["--limit"] == {"count"}
 
 
 def test_set_names_its_method_and_a_wrong_one_is_refused():

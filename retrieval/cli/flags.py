@@ -8,6 +8,9 @@
 - `--limit N`: the first N questions, for every method; `--llm-limit N`: for the LLM methods
   only (reproduce); `experiments --last N` lists the N newest.
 - `--set METHOD.KEY=VALUE` sets one method's setting (with one method, `KEY=VALUE` will do).
+- `--answer` is the switch that ends runs with the answer step; a text is `--answer-text`, as a
+  question's wording is `--question-text` (`--question` is a question's id, in compare); `--runs`
+  names run ids (export), a number of them is `--run-count`.
 
 An old spelling that would now mean something else fails with one line naming the new one
 (OLD_SPELLINGS), before anything runs.
@@ -30,7 +33,12 @@ OLD_SPELLINGS = {
     ("record-experiment", "--llm-questions"): "--llm-question-count N",
     ("reproduce", "--questions-limit"): "--limit N (every row; --llm-limit N limits the LLM rows alone)",
     ("experiments", "--limit"): "--last N (--limit counts questions in every other command)",
+    ("questions review", "--question"): "--question-text TEXT (--question names a question id in compare)",
+    ("questions review", "--answer"): "--answer-text TEXT (--answer is a switch for the answer step in ask and bench)",
+    ("bench-app", "--runs"): "--run-count N (--runs names run ids in export)",
 }
+# Commands of two words, whose old spellings are keyed by both.
+TWO_WORDS = ("questions review",)
 # Commands whose `--json` took a file to write before it became a switch; of them, those that take
 # no positional argument, where any word after `--json` was its file.
 JSON_WROTE_A_FILE = ("bench", "compare", "reproduce", "silver", "judge-validity", "bench-store")
@@ -55,6 +63,8 @@ def check_old_spellings(argv: Sequence[str]) -> None:
     if not argv:
         return
     command = argv[0]
+    if " ".join(argv[:2]) in TWO_WORDS:
+        command = " ".join(argv[:2])
     for i, arg in enumerate(argv[1:], start=1):
         flag = arg.split("=", 1)[0]
         if (command, flag) in OLD_SPELLINGS:

@@ -36,8 +36,8 @@ def add_parsers(qs) -> None:
     r.add_argument("qid")
     r.add_argument("action", choices=["keep", "edit", "drop"])
     r.add_argument("--kb", required=True)
-    r.add_argument("--question", default="", help="with edit: the new wording")
-    r.add_argument("--answer", default=None, help="with edit: the new answer (default: unchanged)")
+    r.add_argument("--question-text", default="", metavar="TEXT", help="with edit: the new wording")
+    r.add_argument("--answer-text", default=None, metavar="TEXT", help="with edit: the new answer (default: unchanged)")
     v = qs.add_parser("validity", help="do generated questions rank methods as real ones do? Kendall tau between "
                                        "two experiments' rankings, and each pair's verdict under both")
     v.add_argument("real", help="the experiment on real questions (id or 6+ character prefix)")
@@ -122,8 +122,8 @@ def cmd_generated(args, kb: str) -> int:
 def cmd_review(args, kb: str) -> int:
     from traces.storage.generations import Generations
 
-    row = Generations(_trace_store()).review(kb, args.name, "", args.qid, args.action, args.question,
-                                             args.answer)
+    row = Generations(_trace_store()).review(kb, args.name, "", args.qid, args.action, args.question_text,
+                                             args.answer_text)
     print(f"{row.qid}: {row.status}" + (f" · {row.reason}" if row.reason else "") + f" · Q: {row.question} · "
           f"A: {row.answer}")
     return 0

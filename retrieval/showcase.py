@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 import lzma
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -182,6 +183,15 @@ class Showcase:
         if len(seen) == 1:
             machine, verdict = next(iter(seen))
             return f", on {machine}, {verdict}"
+        counts = Counter((c.get("machine"), c.get("verdict")) for c in self.conditions.values()).most_common(2)
+        if counts[0][1] > counts[1][1]:
+            # Most methods on one machine: said once here, and only the others' columns name theirs
+            # (ui/tabs/shared.py), so one method recorded again elsewhere adds no line to every column.
+            (machine, verdict), _ = counts[0]
+            others = sorted(m for m, c in self.conditions.items() if (c.get("machine"), c.get("verdict"))
+                            != (machine, verdict))
+            column = "its column says" if len(others) == 1 else "their columns say"
+            return f", on {machine}, {verdict}; {', '.join(others)} elsewhere, as {column}"
         return "; methods recorded on different machines or loads: each column names its own"
 
     def recorded_by(self, method: str) -> str:

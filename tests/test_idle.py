@@ -165,3 +165,20 @@ def test_a_grid_names_a_shared_machine_once_and_a_different_one_per_column(ctx):
     apart = _stored_grid({"bm25": a, "dense": b}, set())
     assert "grid-machine" not in apart and apart.count("class='ht-meta ht-machine'") == 2
     assert "<img" not in apart and "&lt;img src=x onerror=alert(1)&gt; · 64 cores" in apart
+    # Three runs, two on one machine: it is named once above the grid, and only the third's column names its own.
+    c = make_method("composed", ctx).run(q, k=3)
+    most = _stored_grid({"bm25": a, "dense": b, "composed": c}, set())
+    assert f"Times on {cpu.describe()}" in most and "grid-machine" in most
+    assert most.count("class='ht-meta ht-machine'") == 2   # the grid's line and the other machine's column
+    assert most.count("64 cores") == 1
+
+
+def test_the_showcase_banner_names_the_machine_most_methods_were_recorded_on():
+    from retrieval.showcase import Showcase
+
+    here, there = {"machine": "EPYC avx2", "verdict": "idle"}, {"machine": "EPYC avx512", "verdict": "idle"}
+    sc = Showcase("demo", "2026-12-06", "m", "local", ["gear", "sag", "grasp", "griever"], [],
+                  conditions={"gear": here, "sag": here, "grasp": here, "griever": there})
+    assert sc.where == ", on EPYC avx2, idle; griever elsewhere, as its column says"
+    sc.conditions = {"gear": here, "griever": there}
+    assert sc.where == "; methods recorded on different machines or loads: each column names its own"

@@ -23,6 +23,7 @@ from retrieval.trace.html import (
     grid_html,
     live_html,
     machine_text,
+    most_runs_machine,
     payload_html,
     ranking_html,
     shared_machine,
@@ -32,8 +33,8 @@ from retrieval.trace.html import (
 __all__ = ["CSS", "FIRST_VIEW_GATE", "GOLD_COLOUR", "MAX_ROWS", "NODE_COLOURS", "STATUS_MARK",
            "LIVE_LINES_JS", "LIVE_MAP_HIDDEN", "LIVE_MAP_JS", "STAGE_CLICK_JS", "VIS_FILES", "VIS_ROUTE",
            "column_html", "comparison_figure", "error_html", "esc", "first_map", "graph_iframe", "grid_html",
-           "hop_maps", "live_html", "live_lines", "live_map", "machine_text", "payload_html", "ranking_html",
-           "shared_machine", "stage_html",
+           "hop_maps", "live_html", "live_lines", "live_map", "machine_text", "most_runs_machine", "payload_html",
+           "ranking_html", "shared_machine", "stage_html",
            "vis_file"]
 from retrieval.trace import hopmap_view
 from retrieval.trace.model import RunResult, Stage, Subgraph

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections import Counter
 from typing import Any, Iterable, Optional
 
 from ..core.money import cost_text
@@ -325,6 +326,17 @@ def shared_machine(runs: Iterable[Optional[RunResult]]) -> str:
     """The one `machine_text` every run has, or "" when they differ (each column then names its own)."""
     texts = {machine_text(r) for r in runs if r is not None}
     return texts.pop() if len(texts) == 1 else ""
+
+
+def most_runs_machine(runs: Iterable[Optional[RunResult]]) -> str:
+    """The `machine_text` more runs share than any other, or "" when none is (a tie, or one run
+    each). A stored grid names it once and only a column measured elsewhere names its own, so one
+    method recorded again on another machine does not add a line to every column."""
+    counts = Counter(machine_text(r) for r in runs if r is not None)
+    top = counts.most_common(2)
+    if not top or top[0][1] < 2 or (len(top) > 1 and top[1][1] == top[0][1]):
+        return ""
+    return top[0][0]
 
 
 def grid_html(columns: Iterable[str], session_id: str = "", machine: str = "") -> str:

@@ -73,10 +73,10 @@ def _showcase_grid(sc, item, titles: Optional[dict] = None, bodies: bool = True)
 
 def _stored_grid(runs: dict, gold: set[str], graph_links: bool = True, notes: Optional[dict] = None,
                  titles: Optional[dict] = None, bodies: bool = True, banner_names_machine: bool = False) -> str:
-    common = render.shared_machine(runs.values())
+    common = render.most_runs_machine(runs.values())
     return render.grid_html((render.column_html(m, r.stages, r, gold, running=False, graph_links=graph_links,
                                                 note=(notes or {}).get(m, ""), titles=titles, bodies=bodies,
-                                                machine=not common) for m, r in runs.items()),
+                                                machine=render.machine_text(r) != common) for m, r in runs.items()),
                             machine="" if banner_names_machine else common)
 
 

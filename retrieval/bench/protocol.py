@@ -30,10 +30,11 @@ def how(protocol: str, k: int, deepest: int) -> str:
 
 
 def label(metric: str, protocol: str, deepest: int) -> str:
-    """A column header: the metric and how it was asked ('recall@5 (top 5 of k=10)'). em, f1
-    and anything without a k are returned as they are."""
+    """A column header: the metric and how it was asked ('recall@5 (top 5 of k=10)'). em, f1,
+    anything without a k, and stable@k (repetitions against each other, no gold) are returned as
+    they are."""
     name, _, k = metric.partition("@")
-    if not k.isdigit():
+    if not k.isdigit() or name == "stable":
         return metric
     return f"{metric} ({how(protocol, int(k), deepest)})"
 

@@ -60,8 +60,7 @@ def table(res: BenchResult, columns: list[str] | None = None) -> str:
                        + [c for c in ("retrieval_ms_p50", "retrieval_ms_p95", "answer_ms_p50", "C_w",
                                       "plan_hop_accuracy") if has(c)])
     deepest = max(res.ks)
-    head = [how_asked.label(c, res.protocol, deepest) if c.startswith(("recall@", "anyhit@", "allhit@")) else c
-            for c in cols]
+    head = [how_asked.label(c, res.protocol, deepest) for c in cols]
     rows = [["method"] + head] + [[n] + [_cell(r, c) for c in cols] for n, r in res.methods.items()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

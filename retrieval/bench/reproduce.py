@@ -79,9 +79,13 @@ class Reproduction:
     claims: list[ClaimResult] = field(default_factory=list)
     bench: Optional[BenchResult] = None
     protocol: str = "per-k"           # how every row was asked (the paper's, paper_tables.EVALUATION)
-    deepest_k: int = 0
+    ks: list[int] = field(default_factory=list)   # the cut-offs asked, the paper's deepest k among them
     profile: str = "paper"            # the profile the paper's rows ran on; rows marked ours set their own values
     evaluation: Optional[Evaluation] = None
+
+    @property
+    def deepest_k(self) -> int:
+        return max(self.ks, default=0)
 
     def label(self, metric: str) -> str:
         """The metric with how its runs were asked: 'anyhit@5 (top 5 of k=10)'."""
@@ -90,7 +94,7 @@ class Reproduction:
     def to_json(self) -> dict:
         return {"paper": self.paper, "title": self.title, "dataset": self.dataset, "kb": self.kb,
                 "n_questions": self.n_questions, "metrics": self.metrics, "rows": self.rows,
-                "protocol": self.protocol, "deepest_k": self.deepest_k, "profile": self.profile,
+                "protocol": self.protocol, "ks": self.ks, "deepest_k": self.deepest_k, "profile": self.profile,
                 "evaluation": self.evaluation.__dict__ if self.evaluation else None,
                 "claims": [c.to_json() for c in self.claims],
                 "bench": self.bench.to_json(include_per_question=False) if self.bench else None}
@@ -148,7 +152,7 @@ def reproduce(ctx: Context, kb_label: str, questions: Sequence[Question], paper:
     n = len(qsets[False]) if groups[False] else len(qsets[True])
     out = Reproduction(paper, PAPERS[paper]["title"], dataset, kb_label, n, metrics,
                        bench=results.get(False) or results.get(True), protocol=evaluation.protocol,
-                       deepest_k=max(ks) if ks else 0, profile=profile, evaluation=evaluation)
+                       ks=ks, profile=profile, evaluation=evaluation)
     by_label: dict[str, dict] = {}
     for r in rows:
         res = results[uses_llm(r)]
@@ -226,12 +230,11 @@ def _evaluation_lines(rep: Reproduction) -> list[str]:
     """The paper's measure and protocol, and the profile, said before any figure."""
     e = rep.evaluation
     if e is None:
-        return [f"{how_asked.sentence(rep.protocol, [rep.deepest_k])}; profile {rep.profile}"]
+        return [f"{how_asked.sentence(rep.protocol, rep.ks)}; profile {rep.profile}"]
     measure = {"recall": "recall@k = the share of a question's gold passages in its top k",
                "anyhit": "anyhit@k = 1 when at least one gold passage is in the top k"}[e.measure]
-    ks = sorted({parse_metric(m)[1] for m in rep.metrics if "@" in m} | {rep.deepest_k})
     return [f"measure: {measure} — the paper's ({e.definition_from}: {e.definition})",
-            f"{how_asked.sentence(rep.protocol, ks)} — the paper's ({e.protocol_from})",
+            f"{how_asked.sentence(rep.protocol, rep.ks)} — the paper's ({e.protocol_from})",
             f"profile: {rep.profile} for the paper's rows; a row in table 'HopTrace' is our choice, marked ours",
             ""]
 
@@ -265,8 +268,7 @@ def write_html(rep: Reproduction, path: Path) -> None:
     page = (f"<!doctype html><meta charset='utf-8'><title>{esc(rep.title)} reproduced</title>"
             f"<h1>{esc(rep.title)} — reproduced on {esc(rep.kb)}</h1>"
             f"<p>{rep.n_questions} questions; paper column: {esc(rep.dataset)}</p>"
-            + "".join(f"<p>{esc(line)}</p>" for line in _evaluation_lines(rep) if line)
-            + f"<pre>{esc(render(rep))}</pre><h2>Claims</h2><ul>{claims}</ul>"
+            f"<pre>{esc(render(rep))}</pre><h2>Claims</h2><ul>{claims}</ul>"
             + fig.to_html(include_plotlyjs=True, full_html=False))
     path.write_text(page)
 

@@ -142,7 +142,7 @@ def cmd_compare(args) -> int:
 
         judged = judged_for(experiments.traces, exp, "", [s.strip() for s in args.judges.split(",") if s.strip()],
                             args.rel)
-    files = outputs(args.out + ([args.html_out] if args.html_out else []))
+    files = outputs(args)
     cmp = compare(experiments, exp, args.metric, methods, judged)
     if args.question:
         return _print_question(experiments, cmp, args.question)
@@ -186,7 +186,7 @@ def _print_question(experiments, cmp, question_id: str) -> int:
 def _compare_across(args, experiments, old, methods) -> int:
     from traces.stats.across import compare_across, render_across
 
-    files = outputs(args.out + ([args.html_out] if args.html_out else []))
+    files = outputs(args)
     if files.get(".html"):
         raise ConfigError("an HTML report is for one experiment's comparison; with --against write --out PATH.json")
     c = compare_across(experiments, old, experiments.get(args.against), args.metric, methods)

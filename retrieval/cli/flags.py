@@ -95,10 +95,11 @@ def say(args, *parts, **kw) -> None:
     print(*parts, file=sys.stderr if getattr(args, "json", False) else sys.stdout, **kw)
 
 
-def outputs(paths: Sequence[Path], allowed: Sequence[str] = (".json", ".html")) -> dict[str, list[Path]]:
-    """--out paths by format; a suffix outside `allowed` is refused by name before anything runs."""
+def outputs(args, allowed: Sequence[str] = (".json", ".html")) -> dict[str, list[Path]]:
+    """The files to write, by format: every --out, and --html (the same as --out PATH.html). A
+    suffix outside `allowed` is refused by name before anything runs."""
     out: dict[str, list[Path]] = {}
-    for p in paths or []:
+    for p in list(args.out or []) + ([args.html_out] if getattr(args, "html_out", None) else []):
         if p.suffix not in allowed:
             raise ConfigError(f"--out {p}: the suffix says the format; use {' or '.join(allowed)}")
         out.setdefault(p.suffix, []).append(p)

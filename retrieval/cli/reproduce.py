@@ -51,7 +51,7 @@ def cmd_reproduce(args) -> int:
 
     positive(args.limit, "--limit")
     positive(args.llm_limit, "--llm-limit")
-    files = outputs(args.out + ([args.html_out] if args.html_out else []))
+    files = outputs(args)
     ctx = _context(args.kb, args)
     questions = ctx.store.questions()
     if not questions:

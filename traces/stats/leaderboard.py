@@ -54,9 +54,7 @@ class Leaderboard:
 
     def header(self, column: str) -> str:
         """A column's header: a recall names how its runs were asked ('recall@5 (top 5 of k=10)')."""
-        if column.startswith(("recall@", "anyhit@", "allhit@")) and self.deepest_k:
-            return how_asked.label(column, self.protocol, self.deepest_k)
-        return column
+        return how_asked.label(column, self.protocol, self.deepest_k) if self.deepest_k else column
 
     def groups(self) -> list[tuple[int, list[Row]]]:
         """The rows by the questions they were scored on, most questions first: a recording under

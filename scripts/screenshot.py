@@ -3,6 +3,9 @@ first-time visitor sees it with no click: the recorded showcase's first question
 at its last stage, the columns beginning below.
 
     .venv/bin/python scripts/screenshot.py [--out docs/figures/ask.png] [--port 7899]
+    .venv/bin/python scripts/screenshot.py --show hipporag2:ppr --out docs/figures/hopmap-hipporag2.png
+
+`--show METHOD:STAGE` opens that method's map at that stage of the same question first.
 
 It uses this machine's HopTrace home: the demo KB is built first if it is not whole. The app is
 started on loopback and stopped by its pid; the browser is Debian's chromium (headless).
@@ -25,6 +28,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "ask.png")
     ap.add_argument("--port", type=int, default=7899)
+    ap.add_argument("--show", default="", metavar="METHOD:STAGE", help="a method's map at one of its stages")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from retrieval.kb.presets import demo_complete, ensure_demo
@@ -38,7 +42,7 @@ def main() -> int:
     url = f"http://127.0.0.1:{args.port}/"
     try:
         _wait(url, app)
-        _shoot(url, args.out)
+        _shoot(url, args.out, args.show)
     finally:
         app.terminate()   # by its pid
         try:
@@ -62,7 +66,7 @@ def _wait(url: str, app: subprocess.Popen) -> None:
     raise SystemExit("the app did not answer within 300 s")
 
 
-def _shoot(url: str, out: Path) -> None:
+def _shoot(url: str, out: Path, show: str = "") -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -73,6 +77,10 @@ def _shoot(url: str, out: Path) -> None:
         frame = page.locator("#graph iframe").element_handle().content_frame()
         frame.wait_for_function("window.hopmapDrawn === true", timeout=30_000)
         page.wait_for_timeout(2500)  # the page's own start-up requests settle
+        if show:
+            method, _, stage = show.partition(":")
+            frame.evaluate("([m, s]) => window.hopmapShow(m, s)", [method, stage])
+            page.wait_for_timeout(1500)
         out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(out))
         browser.close()

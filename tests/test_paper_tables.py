@@ -74,6 +74,11 @@ PAPER_STATES = [
     ("grasp", "max_iterations", 2, "A.1.5: at most 2 iterations"),
     ("grasp", "entity_selection", True, "§3.3"),
     ("grasp", "vote", "rankvote", "§5: RankVoting"),
+    # HippoRAG 2: the reference code's BaseConfig (OSU-NLP-Group/HippoRAG, utils/config_utils.py)
+    ("hipporag2", "linking_top_k", 5, "config_utils.py linking_top_k"),
+    ("hipporag2", "passage_node_weight", 0.05, "config_utils.py passage_node_weight"),
+    ("hipporag2", "damping", 0.5, "config_utils.py damping; §3 online retrieval"),
+    ("hipporag2", "recognition_memory", True, "§3 Recognition Memory"),
 ]
 
 

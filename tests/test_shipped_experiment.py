@@ -353,7 +353,7 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     assert main(["experiments"]) == 0
     out, err = capsys.readouterr()
     exp_id = doc["experiment"]["id"]
-    assert f"hoptrace: installed the shipped experiment {exp_id[:12]} (KB demo, 22 methods) into " in err
+    assert f"hoptrace: installed the shipped experiment {exp_id[:12]} (KB demo, 24 methods) into " in err
     assert err.count("installed the shipped experiment") == 1
     assert out.startswith(exp_id[:12]) and out.strip().endswith("· shipped (data/experiments)")
     assert main(["experiments"]) == 0 and "installed" not in capsys.readouterr().err   # once per version

@@ -42,6 +42,8 @@ def add_parsers(sub) -> None:
                      help="this sitting's length: no new unit (a method on 10 questions) starts after it")
     re_.add_argument("--rerecord", default=None, metavar="METHODS",
                      help="drop these methods' runs (their code or prompts changed) and record them again")
+    re_.add_argument("--add", default=None, metavar="METHODS",
+                     help="add these methods to the shipped recording and record them (the others' runs stay)")
     re_.add_argument("--new", action="store_true", help="start a new recording instead of resuming the shipped one")
     re_.add_argument("--out", type=Path, default=None, help="default data/experiments/<kb>.json.xz")
     re_.add_argument("--allow-load", action="store_true",
@@ -108,6 +110,26 @@ def cmd_record_showcase(args) -> int:
     return 0
 
 
+def _add_methods(experiments, exp, ctx, names: list[str]) -> None:
+    """New methods in a recorded experiment: each planned over the same questions (the LLM ones over
+    the same first `llm_questions`), after the methods already there."""
+    from traces.storage.experiments import method_spec
+
+    from ..methods import METHODS, make_method, root_method
+
+    for m in names:
+        if root_method(m) not in METHODS:
+            raise ConfigError(f"--add {m}: unknown method; `hoptrace methods` lists them")
+        if m in exp.methods:
+            raise ConfigError(f"--add {m}: already in the recording; --rerecord {m} records it again")
+    for m in names:
+        experiments.add_method(exp, m, method_spec(make_method(m, ctx), m, {}))
+    if names:
+        args = exp.spec.setdefault("args", {})
+        args["methods"] = ",".join(exp.methods)
+        experiments.save_spec(exp)
+
+
 def cmd_record_experiment(args) -> int:
     from traces.storage import recording, shipped
     from traces.storage.experiments import Experiments, kb_fingerprint
@@ -137,6 +159,7 @@ def cmd_record_experiment(args) -> int:
             raise ConfigError(f"KB {args.kb} changed since {out} was recorded; pass --new to record it again")
         by_id = {q.id: q for q in kb_questions}
         questions = [by_id[q["id"]] for q in exp.questions if q["id"] in by_id]
+        _add_methods(experiments, exp, ctx, [m.strip() for m in (args.add or "").split(",") if m.strip()])
         redo = [m.strip() for m in (args.rerecord or "").split(",") if m.strip()]
         for m in redo:
             if m not in exp.methods:

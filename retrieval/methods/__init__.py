@@ -7,6 +7,7 @@ from .context import Context
 from .gear import Gear, NaiveGE, SyncGE
 from .grasp import Grasp, GraspSinglePass
 from .griever import Griever
+from .hipporag2 import HippoRAG2, HippoRAG2NoFilter
 from .registry import (
     METHODS,
     ORIGINS,
@@ -22,7 +23,8 @@ from .registry import (
 )
 from .sag import Sag
 
-register(BM25, Dense, RRFHybrid, Composed, Griever, NaiveGE, SyncGE, Gear, Sag, Grasp, GraspSinglePass)
+register(BM25, Dense, RRFHybrid, Composed, Griever, NaiveGE, SyncGE, Gear, Sag, Grasp, GraspSinglePass, HippoRAG2,
+         HippoRAG2NoFilter)
 
 __all__ = ["METHODS", "ORIGINS", "VARIANTS", "Context", "Method", "make_method", "method_names", "origin",
            "root_method", "targets", "units_of", "uses_llm"]

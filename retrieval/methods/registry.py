@@ -57,6 +57,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "grasp_uniform": ("grasp", {"vote": "uniform"}),
     # GRASP Table 2, standard single-pass setting (no LLM): RankVote vs uniform weighting.
     "grasp_single_pass_uniform": ("grasp_single_pass", {"vote": "uniform"}),
+    # HippoRAG 2's "w/o passage node" ablation: PPR reset on the facts' phrases alone, as HippoRAG 1.
+    "hipporag2_no_passage_node": ("hipporag2", {"passage_node_weight": 0.0}),
 }
 
 

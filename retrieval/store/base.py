@@ -75,6 +75,15 @@ class Hit:
     score: float
 
 
+@dataclass(frozen=True)
+class GraphRows:
+    """What a whole-KB graph is built from (HippoRAG 2's phrase/passage graph): every passage, every
+    triple as (subject, object, passage id), every same_as pair as (entity, alias, similarity)."""
+    passage_ids: list[str]
+    triples: list[tuple[str, str, str]]
+    same_as: list[tuple[str, str, float]]
+
+
 @dataclass
 class StoreInfo:
     backend: str
@@ -221,6 +230,15 @@ class SearchStore(ABC):
 
     @abstractmethod
     def questions(self) -> list[Question]: ...
+
+    def graph_rows(self) -> GraphRows:
+        """The rows of the whole KB a graph method builds its graph from, read once per KB."""
+        raise ConfigError(f"the {type(self).__name__} backend cannot list the whole KB's triples for a graph")
+
+    def graph_version(self) -> tuple:
+        """Changes whenever graph_rows() would: a graph built from an older version is rebuilt."""
+        counts = self.info().counts
+        return tuple(counts.get(k, 0) for k in ("passages", "triples", "same_as"))
 
     @abstractmethod
     def info(self) -> StoreInfo: ...

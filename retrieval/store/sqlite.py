@@ -20,7 +20,7 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from ..kb import db
-from .base import FIELDS, INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
+from .base import FIELDS, INDICES, Filter, GraphRows, Hit, SearchStore, StoreInfo, same_as_records
 
 # Query words that match nearly every passage; dropping them keeps FTS5's OR query small.
 STOPWORDS = frozenset("""a an and are as at be been but by did do does for from had has have he her his how i
@@ -409,6 +409,19 @@ class SQLiteStore(SearchStore):
         return [Question(i, t, json.loads(a), json.loads(g), h, ty, json.loads(d) if d else None, grades.get(i))
                 for i, t, a, g, h, ty, d in self.con.execute(
                     "SELECT id, text, answers, gold, hops, type, decomposition FROM questions ORDER BY rowid")]
+
+    def graph_rows(self) -> GraphRows:
+        pid = self._passage_id
+        triples = [(s, o, pid[pr]) for s, o, pr in self.con.execute(
+            "SELECT subject, object, passage_rowid FROM triples ORDER BY rowid") if pr in pid]
+        same_as = [(e, a, float(sim)) for e, a, sim in self.con.execute(
+            "SELECT entity, alias, similarity FROM same_as ORDER BY rowid")]
+        return GraphRows(list(self._passage_rowid), triples, same_as)
+
+    def graph_version(self) -> tuple:
+        # Max rowids: three index lookups, cheap enough to check on every question.
+        return tuple(self.con.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()[0]
+                     for t in ("passages", "triples", "same_as"))
 
     def whole_units(self) -> frozenset[str]:
         """The units this KB serves (kb/readiness.py): all of a finished KB's, or those a running

@@ -29,7 +29,7 @@
   const BORDER = {question: "#000", subquestion: "#CC79A7", query: "#CC79A7", decision: "#CC79A7", triple: "#E69F00",
                   proposition: "#56B4E9", event: "#D55E00", entity: "#009E73", passage: "#0072B2"};
   // What a stage made of a node, as a mark before its label (named in the legend).
-  const ROLE = {"seed event": "◆", "joined (E_i)": "⋈", "in memory": "▣", "LLM-selected": "✔"};
+  const ROLE = {"seed event": "◆", "joined (E_i)": "⋈", "in memory": "▣", "LLM-selected": "✔", "PPR seed": "◉"};
   const NEW = "#0072B2", GOLD_BG = "#F0E442", GREY = "#d4d4d8", GREY_FG = "#71717a";
   const $ = (id) => document.getElementById(id);
   let cur = Math.max(0, DATA.maps.findIndex((m) => m.method === DATA.method));

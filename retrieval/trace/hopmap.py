@@ -182,7 +182,7 @@ def build(run: RunResult, gold: Iterable[str] = (), top_n: int = TOP_N, titles: 
             if st.name.split(".")[-1].startswith(prefix) and g is not None:
                 for nd in g.nodes:
                     n = nodes[local[nd.id]]
-                    if n.kind in ("event", "passage") and n.added < i and not n.chosen:
+                    if n.kind in ("event", "passage", "triple") and n.added < i and not n.chosen:
                         n.chosen, n.chosen_at = role, i
 
     ranked = run.ranked_ids()

@@ -48,6 +48,12 @@ SHAPES: dict[str, Shape] = {
     "grasp": Shape(layers=(("question", ("question",)), ("plan", ("subquestion",)),
                            ("statements", ("query", "decision")), ("propositions", ("proposition",)),
                            ("entities", ("entity",)), ("passages", ("passage",))), lane="sub-agent"),
+    # query to triple → recognition memory keeps facts → their phrases seed PPR → mass on phrases → passages
+    "hipporag2": Shape(layers=(("question", ("question",)), ("facts (score)", ("triple",)),
+                               ("phrases (% of reset · of PPR mass)", ("entity",)), ("passages", ("passage",))),
+                       lane="hop",
+                       roles=(("seeds", "entity", "PPR seed"), ("ppr", "entity", "reached by PPR")),
+                       selects=(("recognition_memory", "LLM-selected"),)),
 }
 SHAPES["naivege"] = SHAPES["gear"]
 

@@ -87,7 +87,7 @@ def _marks(n) -> int:
                                  n.chosen in ROLE_MARKS))
 
 
-ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected")  # hopmap.js ROLE
+ROLE_MARKS = ("seed event", "joined (E_i)", "in memory", "LLM-selected", "PPR seed")  # hopmap.js ROLE
 
 
 def _scored(n) -> str:

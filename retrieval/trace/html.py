@@ -26,10 +26,10 @@ NODE_COLOURS = {"question": "#6d28d9", "query": "#a78bfa", "passage": "#2563eb",
 GOLD_COLOUR = "#f59e0b"
 
 CSS = """
-.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(250px,1fr));gap:10px}
+.ht-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:10px}
 .ht-col{border:1px solid #d4d4d8;border-radius:8px;padding:8px;min-width:0}
 .ht-col h3{margin:0 0 2px 0}
-.ht-stage{border-left:3px solid #a1a1aa;margin:1px 0;padding:0 5px;line-height:1.45}
+.ht-stage{border-left:3px solid #a1a1aa;margin:1px 0;padding:0 5px;line-height:1.4}
 .ht-stage.ok{border-color:#16a34a}.ht-stage.empty{border-color:#f59e0b}.ht-stage.error{border-color:#dc2626}
 .ht-stage>summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .ht-stage[open]>summary{white-space:normal}

@@ -300,10 +300,10 @@ def test_the_first_view_is_a_recorded_run_with_its_hop_maps(chromium, app_url, s
         assert len(ask_ids) == 1 and ask_ids <= {who for u, who in sent if on_lab[u]}, sent
 
 
-def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_map_in_view(chromium, shipped_url,
+def test_the_shipped_showcase_opens_on_six_methods_and_a_stage_click_keeps_the_map_in_view(chromium, shipped_url,
                                                                                              shots):
     """The first view's figures (appbench/hopmap.py, as `hoptrace bench-app --hop-maps` takes them):
-    the recording's five methods, paper methods first; the run (hop map and columns) within two
+    the recording's six methods, paper methods first; the run (hop map and columns) within two
     screens; a stage link far below the map shows its stage in the map, in view."""
     import json
 
@@ -314,8 +314,8 @@ def test_the_shipped_showcase_opens_on_five_methods_and_a_stage_click_keeps_the_
         page = figures.pop("page")
         snap(page, shots, "stage-click-shipped.png")
         print("first view figures:", json.dumps(figures))
-        assert figures["methods"][:4] == ["griever", "gear", "sag", "grasp"] and len(figures["methods"]) == 5
-        assert figures["columns"] == 5
+        assert figures["methods"][:4] == ["griever", "gear", "sag", "grasp"] and len(figures["methods"]) == 6
+        assert figures["columns"] == 6
         assert figures["map_in_view_after_click"], figures
         assert figures["clicked_stage_overlaps"] == 0 and figures["clicked_stage_min_label_px"] >= 12
         # The run fits two screens and the answer line every shipped run now ends with (the showcase's

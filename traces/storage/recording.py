@@ -28,7 +28,8 @@ MAIN_METHODS = ("bm25", "dense", "griever", "gear", "sag", "grasp")
 # The rows the papers' ablation tables need (retrieval/bench/paper_tables.py), then the other baselines.
 ABLATIONS = ("composed", "rrf_hybrid", "griever_full_triples", "griever_no_shortlist", "griever_rrf_first",
              "griever_path_ranking", "naivege", "syncge", "syncge_no_diversity", "gear_griever", "sag_h0",
-             "sag_no_rerank", "grasp_single_pass", "grasp_no_selection", "grasp_uniform", "grasp_single_pass_uniform")
+             "sag_no_rerank", "grasp_single_pass", "grasp_no_selection", "grasp_uniform", "grasp_single_pass_uniform",
+             "hipporag2_nofilter", "hipporag2")
 DEFAULT_METHODS = MAIN_METHODS + ABLATIONS
 CHUNK = 10
 KS = (5, 10)

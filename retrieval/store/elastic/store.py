@@ -18,7 +18,7 @@ import numpy as np
 from ...core.errors import ConfigError, KBError
 from ...core.records import EntityLink, Event, PartialTriple, Passage, Proposition, Question, SameAs, Triple
 from ...kb.schema import SCHEMA_VERSION
-from ..base import INDICES, Filter, Hit, SearchStore, StoreInfo, same_as_records
+from ..base import INDICES, Filter, GraphRows, Hit, SearchStore, StoreInfo, same_as_records
 from . import queries as Q
 from .mappings import index_name
 
@@ -321,6 +321,13 @@ class ElasticStore(SearchStore):
         meta = self._meta()
         return StoreInfo("elasticsearch", f"{self.url} (prefix {self.prefix})", self.embed_model, self.dim, counts,
                          meta, meta.get("extraction_state", []))
+
+    def graph_rows(self) -> GraphRows:
+        passage_ids = self.all_passage_ids()
+        triples = [(t.subject, t.object, t.passage_id) for t in self.triples_of_passages(passage_ids)]
+        names = list(dict.fromkeys(n for s, o, _ in triples for n in (s, o)))
+        same_as = [(r.entity, r.alias, r.similarity) for r in self.same_as(names)] if names else []
+        return GraphRows(passage_ids, triples, same_as)
 
     def warm(self, indices: Iterable[str] = ("passages",)) -> None:
         """Nothing to load: the cluster holds the vectors."""

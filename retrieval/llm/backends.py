@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from ..core import cpu
@@ -168,7 +169,31 @@ def server_threads() -> int:
     return max(1, min(os.cpu_count() or 2, 8))
 
 
-class EmbeddedLlamaCpp(OpenAICompatible):
+class ChildServer:
+    """What both embedded servers share: a child process (`proc`), its log and its start-up check."""
+    proc: Optional[subprocess.Popen] = None
+    log_path: Path
+    checked: str = ""
+
+    def health(self) -> str:
+        """One line for the page header: the child's pid and state."""
+        if self.proc is None:
+            return "not started"
+        code = self.proc.poll()
+        if code is not None:
+            return f"exited with code {code}, its log kept in {self.log_path.name}"
+        return f"pid {self.proc.pid}, {self.checked or 'starting'}, log {self.log_path.name}"
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class EmbeddedLlamaCpp(ChildServer, OpenAICompatible):
     """llama-cpp-python's OpenAI-compatible server in a child process on 127.0.0.1.
 
     A child process, not an in-process model: the app's threads stay responsive while the
@@ -179,19 +204,21 @@ class EmbeddedLlamaCpp(OpenAICompatible):
     _servers: dict[str, "EmbeddedLlamaCpp"] = {}
 
     def __init__(self, settings: LLMSettings):
-        from .models import MODELS, model_file
+        from .gguf import gguf_path
+        from .models import MODELS
 
         try:
             import llama_cpp  # noqa: F401
         except ImportError as e:
             raise LLMUnavailable("the embedded LLM needs llama-cpp-python: run `bash scripts/setup.sh`") from e
-        self.gguf = model_file(settings.model)
+        self.gguf = gguf_path(settings.model)
         self.port = free_port()
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = home() / "llama_server.log"
         self.checked = ""
         super().__init__(settings, base_url=f"http://127.0.0.1:{self.port}/v1",
-                         label=f"embedded llama.cpp · {settings.model} ({MODELS[settings.model].hf_name})")
+                         label=f"embedded llama.cpp · {settings.model}"
+                               + (f" ({MODELS[settings.model].hf_name})" if settings.model in MODELS else ""))
         self._format_mode = "llama_schema"
         self._tokenizer = None
 
@@ -345,23 +372,6 @@ class EmbeddedLlamaCpp(OpenAICompatible):
                                  + f"; see {self.log_path}")
         self.checked = f"llama-cpp-python {before['llama_cpp']}, {len(before['patches'])} patches checked"
 
-    def health(self) -> str:
-        """One line for the page header: the child's pid and state."""
-        if self.proc is None:
-            return "not started"
-        code = self.proc.poll()
-        if code is not None:
-            return f"exited with code {code}, its log kept in {self.log_path.name}"
-        return f"pid {self.proc.pid}, {self.checked or 'starting'}, log {self.log_path.name}"
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:
         # llama-cpp-python turns a JSON schema inside json_object into a grammar, so even a
         # 0.5B model can only emit JSON of the requested shape. The marks stay: our child
@@ -390,11 +400,3 @@ class EmbeddedLlamaCpp(OpenAICompatible):
         # Qwen's chat template is ChatML: each message is <|im_start|>role\n…<|im_end|>\n, then the
         # assistant header the model continues from.
         return self.count_tokens(chatml(messages))
-
-
-def make_backend(settings: LLMSettings):
-    if settings.backend == "local":
-        return EmbeddedLlamaCpp.shared(settings)
-    if settings.backend == "openai":
-        return OpenAICompatible(settings)
-    raise LLMUnavailable("no LLM is configured (--llm none)")

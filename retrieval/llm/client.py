@@ -15,8 +15,9 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..core.paths import home
 from ..trace.model import LLMCall, Stage
-from .backends import RawReply, make_backend
+from .backends import RawReply
 from .cache import CachedReply, ResponseCache, cache_key
+from .choose import make_backend
 from .compact import unmark
 from .errors import LLMOutputError
 from .jsonparse import parse_json

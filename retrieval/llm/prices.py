@@ -155,8 +155,9 @@ def attach_cost(run, llm, price_file: Optional[Path] = None, cpu_s: Optional[flo
 
 
 class CpuClock:
-    """CPU seconds of this process and of the embedded model's server (a child process that
-    `resource.getrusage` does not count until it exits). Meaningful for runs made one at a time."""
+    """CPU seconds of this process and of the embedded model's server (a child process, and its own
+    child for llama-server, that `resource.getrusage` does not count until it exits). Meaningful for
+    runs made one at a time."""
 
     def __init__(self, llm=None):
         import psutil
@@ -180,8 +181,9 @@ class CpuClock:
         child = self._server()
         if child is not None:
             try:
-                c = child.cpu_times()
-                total += c.user + c.system
+                # llama-server runs under a supervisor (llm/supervise.py): the seconds are its child's
+                for c in (p.cpu_times() for p in (child, *child.children(recursive=True))):
+                    total += c.user + c.system
             except self._psutil.Error:  # the server stopped: its seconds are no longer counted
                 self._child = self._llm = None
         return total

@@ -3,6 +3,7 @@
 Spec strings (`--llm` / HOPTRACE_LLM):
   local                      the embedded default: llama.cpp server on 127.0.0.1, Qwen2.5-Coder-1.5B
   local:qwen2.5-coder-0.5b   the smaller embedded model (about twice as fast, weaker)
+  local:/path/to/model.gguf  any GGUF file, embedded (also --llm-model PATH.gguf with local)
   none                       no LLM: methods that need one say so (GEAR falls back to NaiveGE)
   openai                     api.openai.com; key from HOPTRACE_LLM_API_KEY or OPENAI_API_KEY
   http(s)://host:port/v1     any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, HF router)
@@ -10,6 +11,9 @@ For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
 HOPTRACE_LLM_CACHE=0 bypasses the response cache (to time real calls).
 HOPTRACE_DRAFT_TOKENS=N sets the embedded server's prompt-lookup drafts (lookup.py; 0 = off).
 HOPTRACE_LLM_THREADS=N sets the embedded server's threads (default: the cores, at most 8).
+HOPTRACE_LLM_SERVER=llama-server serves the embedded model with llama.cpp's own server (server.py;
+built by scripts/build_llama_server.sh) instead of llama-cpp-python's; HOPTRACE_LLM_SLOTS=N gives
+it N parallel slots (default 1).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import Optional
 from ..core.envvars import positive_number
 from ..core.errors import ConfigError
 from .errors import LLMUnavailable
+from .gguf import check_gguf, looks_like_path
 from .models import DEFAULT_MODEL, MODELS
 
 BACKENDS = ("local", "openai", "none")
@@ -91,8 +96,11 @@ class LLMSettings:
             s = cls(backend="none", model="")
         elif spec == "local" or spec.startswith("local:"):
             name = spec.partition(":")[2] or model or DEFAULT_MODEL
-            if name not in MODELS:
-                raise LLMUnavailable(f"unknown embedded model {name!r}; available: {', '.join(MODELS)}")
+            if name not in MODELS and looks_like_path(name):
+                name = str(check_gguf(name))   # any GGUF file, embedded
+            elif name not in MODELS:
+                raise LLMUnavailable(f"unknown embedded model {name!r}; available: {', '.join(MODELS)}, "
+                                     "or a GGUF file's path")
             s = cls(backend="local", model=name)
         elif spec == "openai" or spec.startswith(("http://", "https://")):
             if not model:

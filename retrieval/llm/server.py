@@ -91,7 +91,12 @@ class LlamaServer(ChildServer, OpenAICompatible):
         cmd = [sys.executable, "-m", "retrieval.llm.supervise", str(os.getpid()), str(self.binary),
                "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
                "-c", str(self.settings.n_ctx), "-t", threads, "-tb", threads, "-np", str(slots()),
-               "-a", self.model, "--cache-ram", str(self.settings.prompt_cache_mb), "--no-webui", "--metrics"]
+               "-a", self.model, "--cache-ram", str(self.settings.prompt_cache_mb), "--no-webui", "--metrics",
+               # A slot picked for its prompt's similarity skips the RAM cache: with one slot a
+               # method's steps alternate (SAG: entities, rerank), sharing only the system prompt
+               # (~0.45 similar), so each step re-read its instructions. Off, every request is
+               # matched against the cache and resumes from its longest cached prefix.
+               "--slot-prompt-similarity", "0"]
         if self.settings.draft_tokens > 0:
             cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(self.settings.draft_tokens)]
         return cmd

@@ -115,3 +115,36 @@ def test_an_unreachable_cluster_is_a_clear_error(capsys):
     # port 9 (discard) has no listener here: a real connection refusal, not a stand-in
     assert main(["ask", "--kb", "es+http://127.0.0.1:9/demo", "--method", "bm25", "Who founded it?"]) == 2
     assert "cannot reach Elasticsearch at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+class _PagedES:
+    """A scripted double of an Elasticsearch client: each index's documents in one page, and
+    every request body it was sent."""
+
+    def __init__(self, docs: dict[str, list[dict]]):
+        from retrieval.kb.schema import SCHEMA_VERSION
+
+        self.meta = {"schema_version": SCHEMA_VERSION, "embed_model": "m", "embed_dim": 4}
+        self.docs, self.bodies = docs, []
+
+    def search(self, index: str, **body):
+        name = index.split("-", 2)[-1]
+        if name == "meta":
+            return {"hits": {"hits": [{"_source": {"key": k, "value": {"v": v}}} for k, v in self.meta.items()]}}
+        self.bodies.append((name, body))
+        return {"hits": {"hits": self.docs.get(name, [])}}
+
+
+def test_graph_rows_page_through_every_triple_and_same_as_pair():
+    from retrieval.store.elastic.store import PAGE, ElasticStore
+
+    es = _PagedES({"passages": [{"_id": "p1", "sort": [1]}, {"_id": "p2", "sort": [2]}],
+                   "triples": [{"_source": {"subject": "A", "predicate": "r", "object": "B", "passage_ids": ["p1"],
+                                            "rowid": 1}, "sort": [1]}],
+                   "same_as": [{"_source": {"entity": "B", "alias": "Bee", "similarity": 0.9}, "sort": ["B", "Bee"]}]})
+    rows = ElasticStore("es+http://localhost:9200/demo", client=es).graph_rows()
+    assert rows.passage_ids == ["p1", "p2"] and rows.triples == [("A", "B", "p1")]
+    assert rows.same_as == [("B", "Bee", 0.9)]
+    # Whole indices, paged by search_after on a sort: no terms list over the KB's names.
+    for name, body in es.bodies:
+        assert body["query"] == {"match_all": {}} and body["sort"] and body["size"] == PAGE, (name, body)

@@ -323,11 +323,15 @@ class ElasticStore(SearchStore):
                          meta, meta.get("extraction_state", []))
 
     def graph_rows(self) -> GraphRows:
-        passage_ids = self.all_passage_ids()
-        triples = [(t.subject, t.object, t.passage_id) for t in self.triples_of_passages(passage_ids)]
-        names = list(dict.fromkeys(n for s, o, _ in triples for n in (s, o)))
-        same_as = [(r.entity, r.alias, r.similarity) for r in self.same_as(names)] if names else []
-        return GraphRows(passage_ids, triples, same_as)
+        """Every triple and every same_as pair, paged (a terms join over the whole KB would hit
+        the cluster's terms limit, and same_as() reads one page)."""
+        every = {"query": {"match_all": {}}}
+        triples = [(t.subject, t.object, t.passage_id) for t in (self._triple(h["_source"]) for h in self._search_all(
+            "triples", {**every, "_source": {"excludes": ["vector"]}, "sort": [{"rowid": "asc"}]}))]
+        pairs = self._search_all("same_as", {**every, "_source": ["entity", "alias", "similarity"],
+                                             "sort": [{"entity": "asc"}, {"alias": "asc"}]})
+        same_as = [(h["_source"]["entity"], h["_source"]["alias"], float(h["_source"]["similarity"])) for h in pairs]
+        return GraphRows(self.all_passage_ids(), triples, same_as)
 
     def warm(self, indices: Iterable[str] = ("passages",)) -> None:
         """Nothing to load: the cluster holds the vectors."""

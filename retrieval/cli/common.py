@@ -33,7 +33,9 @@ def _llm_args(p: argparse.ArgumentParser, profile_help: str = "") -> None:
     p.add_argument("--llm", default=None,
                    help="local (default: embedded Qwen2.5-Coder-1.5B) | local:qwen2.5-coder-0.5b | none | openai | "
                         "an OpenAI-compatible base URL; env HOPTRACE_LLM")
-    p.add_argument("--llm-model", default=None, help="model name for openai / URL endpoints; env HOPTRACE_LLM_MODEL")
+    p.add_argument("--llm-model", default=None,
+                   help="model name for openai / URL endpoints, or a GGUF file to run embedded (with local); "
+                        "env HOPTRACE_LLM_MODEL")
     p.add_argument("--profile", default=None, choices=["paper", "local"],
                    help=profile_help or "methods' hyperparameters: paper (as the papers state them), or local "
                         "(HopTrace's measured choices: a small model's budgets on 2 cores, GRIEVER's ranking); "

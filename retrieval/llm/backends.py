@@ -174,6 +174,21 @@ class ChildServer:
     proc: Optional[subprocess.Popen] = None
     log_path: Path
     checked: str = ""
+    # Each server class keeps its own: one server per model (and draft setting) per process.
+    _lock: threading.Lock
+    _servers: dict
+
+    @classmethod
+    def shared(cls, settings: LLMSettings):
+        """The class's server for this model (and draft setting), started on first use and again
+        after it exited."""
+        with cls._lock:
+            srv = cls._servers.get(settings.speed_key)
+            if srv is None or (srv.proc and srv.proc.poll() is not None):
+                srv = cls(settings)
+                srv.start()
+                cls._servers[settings.speed_key] = srv
+            return srv
 
     def health(self) -> str:
         """One line for the page header: the child's pid and state."""
@@ -221,17 +236,6 @@ class EmbeddedLlamaCpp(ChildServer, OpenAICompatible):
                                + (f" ({MODELS[settings.model].hf_name})" if settings.model in MODELS else ""))
         self._format_mode = "llama_schema"
         self._tokenizer = None
-
-    @classmethod
-    def shared(cls, settings: LLMSettings) -> "EmbeddedLlamaCpp":
-        """One server per model (and draft setting) per process, started on first use."""
-        with cls._lock:
-            srv = cls._servers.get(settings.speed_key)
-            if srv is None or (srv.proc and srv.proc.poll() is not None):
-                srv = cls(settings)
-                srv.start()
-                cls._servers[settings.speed_key] = srv
-            return srv
 
     def server_command(self) -> list[str]:
         """The child's command line (retrieval.llm.child, then llama_cpp.server's flags)."""

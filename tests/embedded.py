@@ -3,7 +3,7 @@ cores (issue 72: the suite in 8 minutes). Every real-LLM test runs on it, throug
 path as the default (assembly from its part packages, checksum, the server child, grammars).
 `test_llm.py::test_the_default_model_is_assembled_checked_and_answers` keeps the 1.5B itself
 covered, and the one test whose check needs what only the 1.5B writes well runs on it, saying
-why (test_llm_lookup.py). conftest.py points "local" at the 0.5B through
+why (test_llm_drafts.py). conftest.py points "local" at the 0.5B through
 HOPTRACE_LLM_MODEL, so the app and the CLI a test starts use it too."""
 TEST_MODEL = "qwen2.5-coder-0.5b"
 

@@ -211,7 +211,6 @@ def test_evaluate_schema_caps_every_free_text_field():
 def test_evaluate_token_limit_holds_a_reply_with_every_field_at_its_cap():
     """The limit the agent sends fits the longest reply the grammar allows, counted with the
     embedded model's own tokenizer on ordinary English filler."""
-    pytest.importorskip("llama_cpp")
     from retrieval.llm.errors import LLMUnavailable
     from retrieval.llm.models import gguf_token_counter, model_file
     from retrieval.methods.grasp.prompts import evaluate_max_tokens, evaluate_schema

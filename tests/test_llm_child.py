@@ -1,4 +1,4 @@
-"""The embedded llama.cpp server dies with the process that started it, however that process
+"""The embedded llama-server dies with the process that started it, however that process
 ends: SIGTERM (what process managers send), SIGINT, SIGKILL, or a crash in native code."""
 from __future__ import annotations
 
@@ -63,28 +63,23 @@ def _why_stuck(pid: int) -> str:
         return "(exited meanwhile)"
 
 
-@pytest.mark.parametrize("server", ["llama-cpp-python", "llama-server"])
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL", "crash"])
-def test_the_server_child_dies_with_its_parent(how, server, tmp_path):
-    if server == "llama-server":
-        from retrieval.llm.errors import LLMUnavailable
-        from retrieval.llm.server import server_binary
-        try:
-            server_binary()
-        except LLMUnavailable as e:
-            pytest.skip(str(e))
-    else:
-        pytest.importorskip("llama_cpp")
+def test_the_server_child_dies_with_its_parent(how, tmp_path):
+    from retrieval.llm.errors import LLMUnavailable
+    from retrieval.llm.server import server_binary
+    try:
+        server_binary()
+    except LLMUnavailable as e:
+        pytest.skip(str(e))
     stderr = open(tmp_path / "parent.err", "w+")
     parent = subprocess.Popen([sys.executable, "-c", PARENT, how], stdout=subprocess.PIPE, stderr=stderr, text=True,
-                              env={**os.environ, "HOPTRACE_LLM_CACHE": "0", "HOPTRACE_LLM_SERVER": server})
+                              env={**os.environ, "HOPTRACE_LLM_CACHE": "0"})
     line = ""
     pids: list[int] = []
     try:
         line = parent.stdout.readline().strip()
         pids = [int(p) for p in line.split() if p.isdigit()]
-        assert len(pids) >= (2 if server == "llama-server" else 1), \
-            f"the parent did not start the server (printed {line!r})"
+        assert len(pids) >= 2, f"the parent did not start the server and its supervisor (printed {line!r})"
         assert all(_alive(p) for p in pids)
         if how != "crash":
             parent.send_signal(getattr(signal, how))
@@ -97,7 +92,8 @@ def test_the_server_child_dies_with_its_parent(how, server, tmp_path):
         deadline = time.time() + 10
         while any(_alive(p) for p in pids) and time.time() < deadline:
             time.sleep(0.2)
-        assert not any(_alive(p) for p in pids), f"{server} {pids} outlived its parent ended by {how}"
+        assert not any(_alive(p) for p in pids), \
+            f"llama-server and its supervisor {pids}: one outlived its parent ended by {how}"
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -1,43 +1,14 @@
-"""Prompt-lookup drafts (retrieval/llm/lookup.py): what is guessed, when they are on, and that a
-real model under a grammar still writes valid JSON with them."""
+"""N-gram drafts for extraction (llama-server's ngram-simple speculation): when they are on, what
+the server is asked for, and that a real model under a grammar still writes valid JSON with them."""
 from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from retrieval.kb.extract.llm import BUILD_DRAFT_TOKENS, extraction_settings
 from retrieval.llm import LLMSettings
-from retrieval.llm.backends import EmbeddedLlamaCpp, server_threads
-from retrieval.llm.lookup import IM_START, PromptLookupDraft
-
-
-def ids(*parts: list[int]) -> np.ndarray:
-    return np.array([t for p in parts for t in p], dtype=np.intc)
-
-
-SYSTEM = [IM_START, 1, 50, 51, 52, 53, 54]  # the system message mentions 50 51 -> 52 53 54
-USER = [IM_START, 2, 10, 50, 51, 60, 61, 62, 63]  # the passage continues 50 51 with 60 61 62
-
-
-def test_draft_copies_the_most_recent_continuation_after_the_system_message():
-    d = PromptLookupDraft(num_pred_tokens=3)
-    reply = [IM_START, 3, 50, 51]
-    assert d(ids(SYSTEM, USER, reply)).tolist() == [60, 61, 62]
-    # The same two tokens written earlier in the reply, followed by 70: the newest wins.
-    reply = [IM_START, 3, 50, 51, 70, 9, 50, 51]
-    assert d(ids(SYSTEM, USER, reply)).tolist() == [70, 9, 50]
-
-
-def test_longest_suffix_first_and_nothing_when_nothing_matches():
-    d = PromptLookupDraft(num_pred_tokens=2)
-    # Suffix (7, 51): only 51 matches, after 50 in the passage -> 60 61.
-    assert d(ids(SYSTEM, USER, [IM_START, 3, 7, 51])).tolist() == [60, 61]
-    # Suffix (50, 51, 60) matches in full: its continuation, not 51's.
-    assert d(ids(SYSTEM, USER, [IM_START, 3, 50, 51, 60])).tolist() == [61, 62]
-    assert d(ids(SYSTEM, USER, [IM_START, 3, 99])).tolist() == []
-    assert PromptLookupDraft(num_pred_tokens=0)(ids(SYSTEM, USER, [IM_START, 3, 50, 51])).tolist() == []
+from retrieval.llm.backends import server_threads
 
 
 def test_drafts_are_on_for_embedded_extraction_and_off_for_the_methods(monkeypatch):
@@ -57,18 +28,36 @@ def test_drafts_are_on_for_embedded_extraction_and_off_for_the_methods(monkeypat
         LLMSettings.parse("local")
 
 
-def test_the_server_command_asks_for_drafts_only_when_on(monkeypatch):
+def test_the_server_command_asks_for_drafts_only_when_on(monkeypatch, tmp_path):
+    from retrieval.core.errors import ConfigError
+    from retrieval.llm.server import LlamaServer
+
     monkeypatch.delenv("HOPTRACE_DRAFT_TOKENS", raising=False)
-    pytest.importorskip("llama_cpp")
-    try:
-        off = EmbeddedLlamaCpp(LLMSettings.parse("local")).server_command()
-    except Exception as e:  # no model file on this machine
-        pytest.skip(str(e))
-    on = EmbeddedLlamaCpp(extraction_settings(LLMSettings.parse("local"), 4)).server_command()
-    assert "--draft_model" not in off
-    assert off[off.index("--n_threads") + 1] == off[off.index("--n_threads_batch") + 1] == str(server_threads())
-    i = on.index("--draft_model")
-    assert on[i + 1:i + 4] == ["prompt-lookup-decoding", "--draft_model_num_pred_tokens", "4"]
+    monkeypatch.delenv("HOPTRACE_LLM_SLOTS", raising=False)
+    monkeypatch.delenv("HOPTRACE_LLAMA_SERVER_ARGS", raising=False)
+    fake = tmp_path / "llama-server"   # the command is only built here, never run
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("HOPTRACE_LLAMA_SERVER", str(fake))
+    off = LlamaServer(LLMSettings.parse("local")).server_command()
+    on = LlamaServer(extraction_settings(LLMSettings.parse("local"), 4)).server_command()
+    assert "--spec-type" not in off
+    assert off[off.index("-t") + 1] == off[off.index("-tb") + 1] == str(server_threads())
+    assert off[off.index("-np") + 1] == "1" and off[off.index("--cache-ram") + 1] == "1024"
+    i = on.index("--spec-type")
+    assert on[i + 1:i + 4] == ["ngram-simple", "--spec-ngram-simple-size-m", "4"]
+    # More slots: the server decodes that many sequences at once, and the client sends as many.
+    monkeypatch.setenv("HOPTRACE_LLM_SLOTS", "3")
+    three = LlamaServer(LLMSettings.parse("local")).server_command()
+    assert three[three.index("-np") + 1] == "3" and LLMSettings.parse("local").max_concurrency == 3
+    monkeypatch.delenv("HOPTRACE_LLM_SLOTS")
+    assert LLMSettings.parse("local").max_concurrency == 1
+    # The operator's own flags come last, so they win; one that cannot be split is named.
+    monkeypatch.setenv("HOPTRACE_LLAMA_SERVER_ARGS", "-ngl 99 --alias 'my model'")
+    assert LlamaServer(LLMSettings.parse("local")).server_command()[-4:] == ["-ngl", "99", "--alias", "my model"]
+    monkeypatch.setenv("HOPTRACE_LLAMA_SERVER_ARGS", "-ngl 'open")
+    with pytest.raises(ConfigError, match="HOPTRACE_LLAMA_SERVER_ARGS cannot be split into flags"):
+        LlamaServer(LLMSettings.parse("local")).server_command()
 
 
 def test_the_servers_threads_are_the_usable_cores_or_what_the_variable_says(monkeypatch):

@@ -1,5 +1,6 @@
 """Early stop (retrieval/llm/early_stop.py): a marked schema's reply ends once the text matches
-the mark's pattern; what comes before is what the model writes without the mark."""
+the mark's pattern (the embedded server's stream is closed there); what comes before is what the
+model writes without the mark."""
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ def test_the_done_pattern_matches_a_closed_answer_after_done_only():
     assert not re.search(DONE_ANSWERED, quoting)
 
 
-def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
-    from retrieval.llm.backends import EmbeddedLlamaCpp, OpenAICompatible
+def test_the_mark_reaches_no_endpoint():
+    from retrieval.llm.backends import OpenAICompatible
     from retrieval.llm.settings import LLMSettings
 
     schema = evaluate_schema(2)
@@ -36,23 +37,10 @@ def test_the_mark_reaches_the_embedded_server_and_no_endpoint():
     assert compact.unmark(both) == plain  # every HopTrace mark goes, not only the compact one
     endpoint = OpenAICompatible(LLMSettings(backend="openai", base_url="http://127.0.0.1:9/v1", model="m"))
     assert endpoint.response_format(schema, "evaluate")["json_schema"]["schema"] == plain
-    embedded = EmbeddedLlamaCpp.__new__(EmbeddedLlamaCpp)
-    assert embedded.response_format(schema, "evaluate")["schema"] is schema
     with pytest.raises(re.error):
         early_stop.mark({}, "(unclosed")
     with pytest.raises(ValueError, match="empty"):
         early_stop.mark({}, "")
-
-
-def test_the_watch_ends_the_reply_once_the_text_matches():
-    pieces = {1: b'{"a": "', 2: b'x', 3: b'", "', 4: b'b": ""}'}
-    watch = early_stop.StopWatch(r'"a": "[^"]*"', lambda toks: b"".join(pieces[t] for t in toks), end_token=0)
-    for t in (1, 2):
-        assert watch.forced() is None
-        watch.seen(t)
-    assert watch.forced() is None
-    watch.seen(3)
-    assert watch.forced() == 0
 
 
 def test_an_ended_reply_is_closed_at_the_end_of_the_match_and_a_whole_one_is_left_alone():
@@ -71,13 +59,17 @@ def test_an_ended_reply_is_closed_at_the_end_of_the_match_and_a_whole_one_is_lef
 
 @pytest.mark.slow
 def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_before_it():
-    from llama_cpp import Llama, llama_chat_format
+    """On llama-server, as the agent asks: the marked reply's stream is closed at the answer; it
+    is the whole reply's beginning, token for token, and parses to the same decision."""
+    from retrieval.llm.errors import LLMUnavailable
+    from retrieval.llm.server import LlamaServer, server_binary
+    from retrieval.llm.settings import LLMSettings
 
-    from retrieval.llm import patches
-    from retrieval.llm.backends import server_threads
-    from retrieval.llm.models import model_file
-
-    llm = Llama(str(model_file(TEST_MODEL)), n_ctx=2048, n_threads=server_threads(), verbose=False)
+    try:
+        server_binary()
+    except LLMUnavailable as e:
+        pytest.skip(str(e))
+    srv = LlamaServer.shared(LLMSettings(backend="local", model=TEST_MODEL, n_ctx=2048, cache=False))
     messages = evaluate_messages(
         "In which city was the inventor of the Varga loom born?", "Who invented the Varga loom?", [], [],
         [("Varga loom", "The Varga loom is a hand loom invented by the weaver Ilona Varga in 1921. She was "
@@ -85,25 +77,12 @@ def test_the_real_model_ends_a_done_reply_after_its_answer_and_writes_the_same_b
     # One observation: the model copies the passage into each, and a second copy was ~33 tokens of
     # each reply that the mark's check does not need (issue 72: the suite's time).
     marked = evaluate_schema(1)
-
-    def write(schema: dict) -> tuple[str, int]:
-        llm.reset()  # the same prompt evaluation both times
-        out = llm.create_chat_completion(messages, max_tokens=200, temperature=0.0,
-                                         response_format={"type": "json_object", "schema": schema})
-        return out["choices"][0]["message"]["content"], out["usage"]["completion_tokens"]
-
-    originals = (llama_chat_format._grammar_for_json_schema, Llama._init_sampler)
-    try:
-        patches.install("fast_sampler", "early_stop")
-        patches.install("early_stop")  # idempotent
-        (full, n_full), (short, n_short) = write(compact.unmark(marked)), write(marked)
-    finally:
-        llama_chat_format._grammar_for_json_schema, Llama._init_sampler = originals
-    closed = early_stop.close(short, marked)  # what EmbeddedLlamaCpp.complete returns
-    whole, ended = parse_evaluation(json.loads(full)), parse_evaluation(json.loads(closed))
-    assert whole["action"] == "DONE" and "Varga" in whole["answer"], full
-    assert full.startswith(short) and full.startswith(closed[:-1]), (short, full)
+    full = srv.complete(messages, max_tokens=200, temperature=0.0, seed=0, schema=compact.unmark(marked))
+    short = srv.complete(messages, max_tokens=200, temperature=0.0, seed=0, schema=marked)
+    whole, ended = parse_evaluation(json.loads(full.text)), parse_evaluation(json.loads(short.text))
+    assert whole["action"] == "DONE" and "Varga" in whole["answer"], full.text
+    assert full.text.startswith(short.text[:-1]), (short.text, full.text)   # short ends with the added "}"
     assert {k: ended[k] for k in ("observations", "action", "answer")} == \
         {k: whole[k] for k in ("observations", "action", "answer")}
     assert ended["next_statement"] == "" and ended["next_keywords"] == []
-    assert n_short < n_full, (short, full)
+    assert short.tokens_out < full.tokens_out, (short.text, full.text)

@@ -1,22 +1,25 @@
-"""llama.cpp's own llama-server as the embedded backend (retrieval/llm/server.py, opt-in with
-HOPTRACE_LLM_SERVER=llama-server), and a GGUF file given by path. The server tests run where
-`bash scripts/build_llama_server.sh` has built the binary."""
+"""The embedded model on llama.cpp's own llama-server (retrieval/llm/server.py): a GGUF file given
+by path, the start-up check and what it stores of the server's build, a port taken before the
+server binds it, a server that will not start, and the header's line for a server that died."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import stat
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from embedded import TEST_MODEL
 
 from retrieval.core.errors import ConfigError
 from retrieval.llm import LLMSettings, early_stop
-from retrieval.llm.choose import embedded_server
 from retrieval.llm.errors import LLMUnavailable
 from retrieval.llm.models import model_file
 
 
-def test_a_model_file_by_path_is_checked_and_named(tmp_path, monkeypatch):
+def test_a_model_file_by_path_is_checked_and_named(tmp_path):
     with pytest.raises(ConfigError, match="nowhere.gguf cannot be read"):
         LLMSettings.parse("local", model=str(tmp_path / "nowhere.gguf"))
     text = tmp_path / "notes.gguf"
@@ -28,9 +31,48 @@ def test_a_model_file_by_path_is_checked_and_named(tmp_path, monkeypatch):
     copy = tmp_path / "copy.gguf"
     copy.symlink_to(model_file(TEST_MODEL))
     assert LLMSettings.parse(f"local:{copy}").model == str(model_file(TEST_MODEL).resolve())
-    monkeypatch.setenv("HOPTRACE_LLM_SERVER", "ollama")
-    with pytest.raises(ConfigError, match="HOPTRACE_LLM_SERVER must be one of"):
-        embedded_server()
+
+
+def test_a_missing_binary_is_named_with_the_command_that_builds_it(tmp_path, monkeypatch):
+    from retrieval.llm.server import server_binary
+
+    monkeypatch.setenv("HOPTRACE_LLAMA_SERVER", str(tmp_path / "no-such-server"))
+    with pytest.raises(LLMUnavailable, match=r"no llama-server binary at HOPTRACE_LLAMA_SERVER=.*no-such-server: "
+                                             r"run `bash scripts/build_llama_server.sh`"):
+        server_binary()
+
+
+def test_a_server_that_exits_at_start_is_reported_with_its_last_words(tmp_path, monkeypatch):
+    """A binary that is not a working llama-server: the app's error says its exit code, its
+    last log lines and where the log is, not a bare timeout."""
+    from retrieval.llm.server import LlamaServer
+
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'error: unknown argument: --slot-prompt-similarity' >&2\nexit 7\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("HOPTRACE_LLAMA_SERVER", str(fake))
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    server = LlamaServer(LLMSettings.parse(f"local:{TEST_MODEL}"))
+    with pytest.raises(LLMUnavailable) as e:
+        server.start(wait_s=60)
+    msg = str(e.value)
+    assert "llama-server exited with code 7" in msg and "unknown argument: --slot-prompt-similarity" in msg, msg
+    assert "llama_server.log" in msg and server.health().startswith("exited with code 7")
+
+
+def test_the_header_names_a_model_server_that_died_after_it_was_ready():
+    from ui.state import AppState
+
+    llm = SimpleNamespace(describe=lambda: "embedded llama.cpp · qwen2.5-coder-1.5b", health=lambda: "")
+    state = SimpleNamespace(llm=llm, llm_status="ready")
+    assert AppState.llm_line(state) == "embedded llama.cpp · qwen2.5-coder-1.5b (ready)"
+    llm.health = lambda: "pid 4242, llama-server b1-0c1e570, 1 slot(s), log llama_server.log"
+    assert AppState.llm_line(state) == ("embedded llama.cpp · qwen2.5-coder-1.5b (ready · pid 4242, "
+                                        "llama-server b1-0c1e570, 1 slot(s), log llama_server.log)")
+    llm.health = lambda: "exited with code -9, its log kept in llama_server.log"
+    assert AppState.llm_line(state) == ("embedded llama.cpp · qwen2.5-coder-1.5b "
+                                        "(server exited with code -9, its log kept in llama_server.log)")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +93,8 @@ def server(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_server_answers_schema_bound_from_a_gguf_given_by_path(server):
-    assert server.props["build_info"] and server.checked.startswith("llama-server")
-    assert server.props["build_info"] in server.describe()
+    assert server.props["build_info"] and server.checked.startswith(f"llama-server {server.props['build_info']}")
+    assert server.server == f"llama-server {server.props['build_info']}"
     assert Path(server.props["model_path"]) == model_file(TEST_MODEL).resolve()   # the file behind the path given
     schema = {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "string"}}}
     raw = server.complete([{"role": "user", "content": 'What is 2 + 2? Answer as {"answer": "..."}.'}],
@@ -72,3 +114,35 @@ def test_a_done_reply_ends_at_its_mark(server):
                           max_tokens=60, temperature=0.0, seed=0, schema=schema)
     value = json.loads(raw.text)
     assert value["action"] == "DONE" and "next" not in value
+
+
+@pytest.mark.slow
+def test_a_server_whose_port_was_taken_starts_again_on_another(tmp_path, monkeypatch):
+    """The port picked for the server is taken before it binds (another server picked it too):
+    the server exits saying so, and start() tries a new port instead of failing the app."""
+    from retrieval.llm import server as server_module
+    from retrieval.llm.server import PORT_IN_USE, LlamaServer, server_binary
+
+    try:
+        server_binary()
+    except LLMUnavailable as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("HOPTRACE_HOME", str(tmp_path))
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    ports = iter([taken])
+    real = server_module.free_port
+    monkeypatch.setattr(server_module, "free_port", lambda: next(ports, None) or real())
+    srv = LlamaServer(LLMSettings(backend="local", model=TEST_MODEL, n_ctx=512, cache=False))
+    try:
+        srv.start(wait_s=120)
+        assert srv.port != taken and srv.base_url == f"http://127.0.0.1:{srv.port}/v1"
+        assert str(srv._client.base_url).startswith(srv.base_url)
+        assert PORT_IN_USE in (tmp_path / "llama_server.log").read_text()
+        assert srv.health().startswith(f"pid {srv.proc.pid}, llama-server ")
+    finally:
+        srv.stop()
+        held.close()
+    assert not os.path.exists(f"/proc/{srv.proc.pid}") or srv.proc.poll() is not None

@@ -16,7 +16,6 @@ from retrieval.methods.sag import prompts as sag
 
 @pytest.fixture(scope="module")
 def tokenize():
-    pytest.importorskip("llama_cpp")
     from retrieval.llm.errors import LLMUnavailable
     from retrieval.llm.models import gguf_tokenizer, model_file
     try:

@@ -230,8 +230,12 @@ def test_the_embedded_model_generates_and_checks_a_question(tmp_path, small_kb):
     traces = TraceStore(tmp_path / "traces.sqlite")
     rep = generate_set(traces, "small", small_kb, "real", 1, llm, max_tries=2)
     assert 1 <= len(rep.rows) <= 2
+    # A candidate whose question the model could not write (a placeholder left in, twice) is
+    # dropped with that reason; at least one got through compose to the probes.
+    assert any(r.question for r in rep.rows), rep.rows
     for r in rep.rows:
-        assert r.question and (r.kept or r.reason), r
+        assert r.kept or r.reason, r
+        assert r.question or r.reason.startswith(checks.COMPOSE_FAILED), r
         assert r.run_id and traces.load_run(r.run_id)[0].method == "qgen"
         run = traces.load_run(r.run_id)[0]
         assert run.tokens_in > 0 and not cached_calls(run)

@@ -229,7 +229,8 @@ def _backends_line(state: AppState, open_kb) -> str:
     if state.llm is None:
         llm = "none (GEAR runs as NaiveGE; SAG and GRASP need one)"
     else:
-        kind = "embedded, no API key" if state.llm_settings.backend == "local" else "API"
+        kind = (f"embedded on {state.llm.started_server() or 'llama-server'}, no API key"
+                if state.llm_settings.backend == "local" else "API")
         status = state.llm_status if not state.llm.health().startswith("exited") else "server exited"
         llm = f"{state.llm_settings.model} ({kind}, {status})"
     # A trace file kept aside at start is said once, here: names only, never a directory.
@@ -261,6 +262,11 @@ def _version(pkg: str) -> str:
         return "not installed"
 
 
+def _server_version(state: AppState) -> str:
+    """The embedded model's server and build, once started (llama-server reports it in /props)."""
+    return (state.llm.started_server() if state.llm else "") or "llama-server (not started)"
+
+
 def _about_text(state: AppState, open_kb) -> str:
     """The "About this server" fold: the model's file and server process, the embedder, versions,
     where traces are kept (paths only where this server may show them)."""
@@ -268,7 +274,7 @@ def _about_text(state: AppState, open_kb) -> str:
     llm_methods = ", ".join(n for n, m in METHODS.items() if m.uses_llm)
     lines = [f"**LLM** {render.esc(state.llm_line())} — used by {render.esc(llm_methods)} and the answer step",
              f"**Embedder** {render.esc(open_kb.ctx.embedder.name)}",
-             f"**Versions** hoptrace {v('hoptrace')} · gradio {v('gradio')} · llama-cpp-python {v('llama-cpp-python')}"
+             f"**Versions** hoptrace {v('hoptrace')} · gradio {v('gradio')} · {render.esc(_server_version(state))}"
              f" · sentence-transformers {v('sentence-transformers')} · vis-network 9.1.2 (pyvis {v('pyvis')})"]
     if state.public.show_paths:
         lines.append(f"**Traces** `{render.esc(str(state.traces.path))}`")

@@ -177,7 +177,8 @@ def cmd_bench(args) -> int:
                     "protocol": args.protocol, "plan": bench_plan(insts, ks, args.protocol),
                     "questions": [question_record(q) for q in questions], "args": _bench_args(args),
                     "question_set": args.question_set or ("file " + args.questions.name if args.questions
-                                                          else "built-in")}
+                                                          else "built-in"),
+                    "llm_server": ctx.llm.server if ctx.llm else ""}
             exp = experiments.start("bench", args.kb, fp, ctx.llm.describe() if ctx.llm else "none", spec)
         else:
             if exp.kb_fingerprint != fp:

@@ -101,7 +101,8 @@ def _reproduce_experiment(ctx, args, questions, rows):
             "ks": paper_ks(rows, evaluation), "protocol": evaluation.protocol, "profile": profile,
             "questions": [question_record(q) for q in questions],
             "args": {"paper": args.paper, "kb": args.kb, "limit": args.limit, "llm_limit": args.llm_limit,
-                     "no_llm_rows": args.no_llm_rows, "dataset": args.dataset}}
+                     "no_llm_rows": args.no_llm_rows, "dataset": args.dataset},
+            "llm_server": ctx.llm.server if ctx.llm else ""}
     exp = experiments.start("reproduce", args.kb, kb_fingerprint(ctx.store), ctx.llm.describe() if ctx.llm else "none",
                             spec)
     return experiments, exp

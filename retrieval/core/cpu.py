@@ -1,6 +1,6 @@
 """The CPU this process runs on. The embedded model is built for the CPU it is set up on
-(scripts/setup.sh), so its speed, which kernels are safe (AMX) and how its greedy replies round
-at near-ties all belong to this CPU (docs/profiles.md)."""
+(scripts/build_llama_server.sh), so its speed and how its greedy replies round at near-ties
+belong to this CPU (docs/profiles.md)."""
 from __future__ import annotations
 
 import functools
@@ -25,10 +25,6 @@ def _cpuinfo() -> tuple[str, frozenset]:
     except OSError:
         pass
     return model, flags or frozenset()
-
-
-def flags() -> frozenset:
-    return _cpuinfo()[1]
 
 
 def describe() -> str:

@@ -82,9 +82,23 @@ class LLM:
 
     @property
     def endpoint(self) -> str:
-        """Where requests go, as the response cache keys it: the URL of an endpoint, or the
-        backend's name for the embedded model (its server's port changes with every start)."""
+        """Where requests go, as the response cache keys it: the URL of an endpoint, or, for the
+        embedded model, its server's build (the port changes with every start; another build may
+        write another reply at a near-tie, so its replies are not reused)."""
+        if self.settings.backend == "local":
+            return f"local · {self.server}"
         return self.settings.base_url or self.settings.backend
+
+    def started_server(self) -> str:
+        """The server and build if the backend has started (never starts it), else ""."""
+        return getattr(self._backend, "server", "") if self._backend is not None else ""
+
+    @property
+    def server(self) -> str:
+        """The embedded model's server and build (started if it is not yet), else ""."""
+        if self.settings.backend != "local":
+            return ""
+        return getattr(self.backend, "server", "")
 
     def describe(self) -> str:
         return self._backend.describe() if self._backend is not None else self.settings.describe()
@@ -104,7 +118,7 @@ class LLM:
         cached = cache.get(key) if cache is not None else None
         t0, started = time.perf_counter(), time.time()
         sent = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
-                "json_schema": bool(schema)}
+                "json_schema": bool(schema), **({"server": self.server} if self.server else {})}
         if cached is None:
             try:
                 raw = self._send(stage, purpose, messages, schema, max_tokens, temperature, seed)

@@ -5,22 +5,17 @@ llama.cpp's schema grammar lets the model write `", "` and `": "` between every 
 values, which it does, copying the spaced examples it was shown. `{"a":["b","c"]}` is ~17 %
 fewer Qwen2.5 tokens than `{"a": ["b", "c"]}` for the one-read extraction (171 vs 205
 tokens on its worked example). A task opts in by marking its schema (`mark`); the embedded
-server's child process then builds that schema's grammar with the optional space removed
-(`compact_gbnf`, put in place by patches.py), so the grammar itself holds the model to the
-compact form. An endpoint never sees the mark (`unmark`): its own decoding decides the
-spacing, and the parsed value is the same either way.
+server is then sent our own grammar for that schema, with no space between tokens (gbnf.py),
+so the grammar itself holds the model to the compact form. An endpoint never sees the mark
+(`unmark`): its own decoding decides the spacing, and the parsed value is the same either way.
 """
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 MARK = "x-hoptrace-compact"
 # Every mark HopTrace puts in a schema for its embedded server starts so (early_stop.py has one).
 MARK_PREFIX = "x-hoptrace-"
-# llama.cpp's json-schema-to-grammar writes the whitespace between JSON tokens as one rule.
-_SPACE_RULE = re.compile(r'^space ::= .*$', re.MULTILINE)
-
 
 def mark(schema: dict) -> dict:
     """The schema of a task whose answers should be written without spaces between tokens."""
@@ -32,11 +27,3 @@ def unmark(schema: Optional[dict]) -> Optional[dict]:
     if not schema or not any(k.startswith(MARK_PREFIX) for k in schema):
         return schema
     return {k: v for k, v in schema.items() if not k.startswith(MARK_PREFIX)}
-
-
-def compact_gbnf(grammar: str) -> str:
-    """A JSON-schema grammar that allows no whitespace between JSON tokens."""
-    text, n = _SPACE_RULE.subn('space ::= ""', grammar)
-    if n != 1:
-        raise ValueError("no single `space` rule in the grammar: llama.cpp's generator changed")
-    return text

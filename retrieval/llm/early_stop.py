@@ -6,12 +6,12 @@ search statement and keywords. One schema holds both shapes, so a DONE reply goe
 nothing. (Two schema alternatives would end it too, but they change what the model may write
 after the answer, and a prompt that shows both shapes changed its decisions: docs/profiles.md.)
 
-A task marks its schema with a pattern (`mark`). In the embedded server's process (patches.py),
-once the reply written so far matches the pattern, the sampler ends the reply (sampling.py).
-Every token before that is the one the model writes without the mark: the same grammar and the
-same one-token decodes, so the same greedy choices. The token that completed the match may
-carry more than the pattern needs (Qwen writes `", "` as one token), so the backend keeps the
-text up to the end of the match and closes the object (`close`). The parsed value lacks the
+A task marks its schema with a pattern (`mark`). The embedded server's reply is streamed, and
+the stream is closed once the text written so far matches the pattern (llama-server stops
+decoding when its client goes: server.py). Every token before that is the one the model writes
+without the mark: the same grammar and the same decodes, so the same greedy choices. The token
+that completed the match may carry more than the pattern needs (Qwen writes `", "` as one token),
+so the backend keeps the text up to the end of the match and closes the object (`close`). The parsed value lacks the
 fields that were never written, which the caller reads with their empty defaults. Endpoints
 never see the mark (compact.unmark): they write the whole reply, which parses to the same value.
 """
@@ -47,28 +47,3 @@ def close(text: str, schema: Optional[dict]) -> str:
         pass
     m = re.search(pattern, text, re.S)
     return text[:m.end()] + "}" if m else text
-
-
-class StopWatch:
-    """Follows one reply token by token and says when to end it."""
-
-    def __init__(self, pattern: str, detokenize, end_token: int):
-        self._pattern = re.compile(pattern, re.S)
-        self._detokenize = detokenize
-        self._text = bytearray()
-        self._end = end_token
-
-    def forced(self) -> Optional[int]:
-        """The end-of-reply token once the text matches the pattern, else None (sample)."""
-        if self._pattern.search(self._text.decode("utf-8", "ignore")):
-            return self._end
-        return None
-
-    def seen(self, token: int) -> None:
-        self._text += self._detokenize([token])
-
-
-def stop_watch(llama, grammar) -> Optional[StopWatch]:
-    """A StopWatch for a grammar built from a marked schema, else None."""
-    pattern = getattr(grammar, "_hoptrace_stop_after", None)
-    return StopWatch(pattern, llama.detokenize, llama.token_eos()) if pattern else None

@@ -9,11 +9,10 @@ Spec strings (`--llm` / HOPTRACE_LLM):
   http(s)://host:port/v1     any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, HF router)
 For the last two the model is HOPTRACE_LLM_MODEL (or --llm-model).
 HOPTRACE_LLM_CACHE=0 bypasses the response cache (to time real calls).
-HOPTRACE_DRAFT_TOKENS=N sets the embedded server's prompt-lookup drafts (lookup.py; 0 = off).
+HOPTRACE_DRAFT_TOKENS=N sets the embedded server's n-gram drafts (server.py; 0 = off).
 HOPTRACE_LLM_THREADS=N sets the embedded server's threads (default: the cores, at most 8).
-HOPTRACE_LLM_SERVER=llama-server serves the embedded model with llama.cpp's own server (server.py;
-built by scripts/build_llama_server.sh) instead of llama-cpp-python's; HOPTRACE_LLM_SLOTS=N gives
-it N parallel slots (default 1).
+HOPTRACE_LLM_SLOTS=N gives the embedded llama-server N parallel slots (default 1).
+HOPTRACE_LLAMA_SERVER=PATH runs another llama-server binary than the one setup.sh built.
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..core.envvars import positive_number
+from ..core.envvars import positive_number, whole_number
 from ..core.errors import ConfigError
 from .errors import LLMUnavailable
 from .gguf import check_gguf, looks_like_path
@@ -29,6 +28,12 @@ from .models import DEFAULT_MODEL, MODELS
 
 BACKENDS = ("local", "openai", "none")
 MAX_DRAFT_TOKENS = 15
+
+
+def slots() -> int:
+    """The embedded server's parallel slots: HOPTRACE_LLM_SLOTS, by default 1 (on two cores one
+    decode takes both). As many calls go to it at once (max_concurrency)."""
+    return whole_number("HOPTRACE_LLM_SLOTS", 1, minimum=1)
 
 
 def check_draft_tokens(value, source: str) -> int:
@@ -53,7 +58,7 @@ class LLMSettings:
     api_key: Optional[str] = None
     timeout_s: float = 300.0               # a 1.5B model on 2 cores needs ~40 s for a 2k-token read
     max_retries: int = 3                   # HTTP retries with exponential backoff (openai client's)
-    concurrency: Optional[int] = None      # None: 1 for local (one model, two cores), 4 for HTTP
+    concurrency: Optional[int] = None      # None: the embedded server's slots for local, 4 for HTTP
     temperature: float = 0.0               # GEAR §6.2 and GRASP run at temperature 0
     seed: int = 0
     cache: bool = True                     # SQLite response cache in $HOPTRACE_HOME/llm_cache.sqlite
@@ -63,8 +68,8 @@ class LLMSettings:
     # llama.cpp's prompt-state cache (RAM) for the embedded server; 0 turns it off.
     # HOPTRACE_PROMPT_CACHE_MB sets it; public mode uses PUBLIC_PROMPT_CACHE_MB unless it is set.
     prompt_cache_mb: int = 1024
-    # Prompt-lookup drafts of the embedded server (lookup.py): up to this many tokens guessed
-    # from the request and checked in one pass; 0 = off. Off for the methods (their recall was
+    # N-gram drafts of the embedded server (llama-server's ngram-simple speculation): up to this
+    # many tokens guessed from the text so far and checked in one pass; 0 = off. Off for the methods (their recall was
     # measured without; a draft changes the rounding and so, sometimes, a greedy pick);
     # `hoptrace build` turns it on for extraction (BUILD_DRAFT_TOKENS).
     draft_tokens: int = 0
@@ -78,7 +83,7 @@ class LLMSettings:
 
     @property
     def max_concurrency(self) -> int:
-        return self.concurrency or (1 if self.backend == "local" else 4)
+        return self.concurrency or (slots() if self.backend == "local" else 4)
 
     def describe(self) -> str:
         if self.backend == "none":

@@ -67,10 +67,12 @@ class Sitting:
     runs: int = 0
     seconds: float = 0.0
     conditions: list[dict] = field(default_factory=list)   # one per kept unit
+    llm_server: str = ""           # the embedded model's server build, as the machine: both shape outputs
 
     def as_dict(self) -> dict:
         others = [c["others_cpu_max"] for c in self.conditions if c.get("others_cpu_max") is not None]
-        return {"started_at": self.started_at, "machine": self.machine, "minutes": self.minutes,
+        return {"started_at": self.started_at, "machine": self.machine, "llm_server": self.llm_server,
+                "minutes": self.minutes,
                 "units": self.units, "redone": self.redone, "runs": self.runs, "seconds": round(self.seconds, 1),
                 "others_cpu_max": max(others) if others else None,
                 "verdict": "idle" if all(c["verdict"] == "idle" for c in self.conditions) else "under load",
@@ -229,7 +231,7 @@ def record_sitting(experiments: Experiments, exp: Experiment, ctx, questions: Se
     at most twice; then it stays out of this sitting. `watch` makes each unit's watch (the
     load average is judged once, at the sitting's start, by the CLI: after the first unit it
     counts this recording's own work)."""
-    sitting = Sitting(time.time(), cpu.describe(), minutes)
+    sitting = Sitting(time.time(), cpu.describe(), minutes, llm_server=ctx.llm.server if ctx.llm else "")
     # This machine's usual speed from the earlier sittings on one of its name: a slower host under
     # the same name is a disturbance like another tenant (retrieval/core/idle.py SPEED_MAX_RATIO).
     reference = idle.machine_reference_ms(exp.spec.get("sittings", []), sitting.machine)

@@ -11,9 +11,9 @@ from .tasks import TASKS
 
 LAYERS = tuple(TASKS)
 
-# Prompt-lookup drafts for extraction on the embedded model (retrieval/llm/lookup.py): a
-# triple copies its names from the passage, so several guessed tokens are often right. 3 was
-# the fastest of 2, 3, 4, 6 and 8 on the same passages (docs/llm-indexing.md).
+# N-gram drafts for extraction on the embedded model (llama-server's ngram-simple speculation,
+# retrieval/llm/server.py): a triple copies its names from the passage, so several guessed tokens
+# are often right. 3 was the fastest of 2, 3, 4, 6 and 8 on the same passages (docs/llm-indexing.md).
 BUILD_DRAFT_TOKENS = 3
 
 

@@ -42,6 +42,21 @@ def test_a_missing_binary_is_named_with_the_command_that_builds_it(tmp_path, mon
         server_binary()
 
 
+def test_a_build_without_git_history_is_named_by_the_source_it_was_built_from(tmp_path):
+    """The image's build reports b0-unknown (its tree has no git history): the stamp that
+    scripts/build_llama_server.sh leaves beside the binary names the pinned source instead."""
+    from retrieval.llm.server import LlamaServer
+
+    srv = LlamaServer.__new__(LlamaServer)   # no process: only the name is asked
+    srv.binary = tmp_path / "llama-server"
+    srv.props = {"build_info": "b0-unknown"}
+    assert srv.server == "llama-server b0-unknown"
+    (tmp_path / "llama-server.built-from").write_text("llama-cpp-python 0.3.36 sha256:832d | -DGGML_NATIVE=ON | ab\n")
+    assert srv.server == "llama-server b0-unknown (llama.cpp of llama-cpp-python 0.3.36)"
+    srv.props = {"build_info": "b1-0c1e570"}
+    assert srv.server == "llama-server b1-0c1e570"
+
+
 def test_a_server_that_exits_at_start_is_reported_with_its_last_words(tmp_path, monkeypatch):
     """A binary that is not a working llama-server: the app's error says its exit code, its
     last log lines and where the log is, not a bare timeout."""

@@ -251,7 +251,16 @@ class LlamaServer(OpenAICompatible):
 
     @property
     def server(self) -> str:
-        """The program and build answering: stored with each LLM call and each experiment."""
+        """The program and build answering: stored with each LLM call and each experiment. A build
+        from a source tree without git history reports `b0-unknown`; the source it was built from
+        (scripts/build_llama_server.sh's stamp beside the binary) then names it."""
+        source = ""
+        try:
+            source = (self.binary.parent / f"{self.binary.name}.built-from").read_text().split(" sha256:")[0]
+        except OSError:
+            pass
+        if source and "unknown" in self.build:
+            return f"llama-server {self.build} ({source.replace('llama-cpp-python', 'llama.cpp of llama-cpp-python')})"
         return f"llama-server {self.build}"
 
     def response_format(self, schema: Optional[dict], name: str) -> Optional[dict]:

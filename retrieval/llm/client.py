@@ -85,8 +85,11 @@ class LLM:
         """Where requests go, as the response cache keys it: the URL of an endpoint, or, for the
         embedded model, its server's build (the port changes with every start; another build may
         write another reply at a near-tie, so its replies are not reused)."""
+        return self._endpoint(self.server)
+
+    def _endpoint(self, server: str) -> str:
         if self.settings.backend == "local":
-            return f"local · {self.server}"
+            return f"local · {server}"
         return self.settings.base_url or self.settings.backend
 
     def started_server(self) -> str:
@@ -113,12 +116,13 @@ class LLM:
         temperature = self.settings.temperature if temperature is None else temperature
         seed = (self.settings.seed if seed is None else seed) + self.repetition - 1
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "schema": schema}
-        key = cache_key(self.model, messages, params, self.endpoint)
+        server = self.server   # once a call: the endpoint and the call's record both name it
+        key = cache_key(self.model, messages, params, self._endpoint(server))
         cache = self.cache if self.repetition == 1 else None
         cached = cache.get(key) if cache is not None else None
         t0, started = time.perf_counter(), time.time()
         sent = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
-                "json_schema": bool(schema), **({"server": self.server} if self.server else {})}
+                "json_schema": bool(schema), **({"server": server} if server else {})}
         if cached is None:
             try:
                 raw = self._send(stage, purpose, messages, schema, max_tokens, temperature, seed)

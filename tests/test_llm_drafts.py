@@ -35,6 +35,8 @@ def test_the_server_command_asks_for_drafts_only_when_on(monkeypatch, tmp_path):
     monkeypatch.delenv("HOPTRACE_DRAFT_TOKENS", raising=False)
     monkeypatch.delenv("HOPTRACE_LLM_SLOTS", raising=False)
     monkeypatch.delenv("HOPTRACE_LLAMA_SERVER_ARGS", raising=False)
+    monkeypatch.delenv("HOPTRACE_LLM_PROMPT_SLOTS", raising=False)
+    monkeypatch.delenv("HOPTRACE_LLM_CTX", raising=False)
     fake = tmp_path / "llama-server"   # the command is only built here, never run
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
@@ -43,13 +45,25 @@ def test_the_server_command_asks_for_drafts_only_when_on(monkeypatch, tmp_path):
     on = LlamaServer(extraction_settings(LLMSettings.parse("local"), 4)).server_command()
     assert "--spec-type" not in off
     assert off[off.index("-t") + 1] == off[off.index("-tb") + 1] == str(server_threads())
-    assert off[off.index("-np") + 1] == "1" and off[off.index("--cache-ram") + 1] == "1024"
+    # Four slots, one a kind of request (pins.py), each with its own 8,192-token context.
+    assert off[off.index("-np") + 1] == "4" and off[off.index("-c") + 1] == str(4 * 8192)
+    assert off[off.index("--cache-ram") + 1] == "1024" and "--no-cache-idle-slots" in off
+    monkeypatch.setenv("HOPTRACE_LLM_PROMPT_SLOTS", "1")
+    monkeypatch.setenv("HOPTRACE_LLM_CTX", "16384")
+    one = LlamaServer(LLMSettings.parse("local")).server_command()
+    assert one[one.index("-np") + 1] == "1" and one[one.index("-c") + 1] == "16384"
+    assert one[one.index("--slot-prompt-similarity") + 1] == "0"   # every request through the RAM cache
+    monkeypatch.delenv("HOPTRACE_LLM_PROMPT_SLOTS")
+    monkeypatch.delenv("HOPTRACE_LLM_CTX")
     i = on.index("--spec-type")
     assert on[i + 1:i + 4] == ["ngram-simple", "--spec-ngram-simple-size-m", "4"]
     # More slots: the server decodes that many sequences at once, and the client sends as many.
     monkeypatch.setenv("HOPTRACE_LLM_SLOTS", "3")
     three = LlamaServer(LLMSettings.parse("local")).server_command()
-    assert three[three.index("-np") + 1] == "3" and LLMSettings.parse("local").max_concurrency == 3
+    assert three[three.index("-np") + 1] == "4" and LLMSettings.parse("local").max_concurrency == 3
+    monkeypatch.setenv("HOPTRACE_LLM_SLOTS", "6")
+    six = LlamaServer(LLMSettings.parse("local")).server_command()
+    assert six[six.index("-np") + 1] == "6" and six[six.index("-c") + 1] == str(6 * 8192)
     monkeypatch.delenv("HOPTRACE_LLM_SLOTS")
     assert LLMSettings.parse("local").max_concurrency == 1
     # The operator's own flags come last, so they win; one that cannot be split is named.

@@ -1,12 +1,14 @@
 """The embedded model on llama.cpp's own llama-server (retrieval/llm/server.py): a GGUF file given
-by path, the start-up check and what it stores of the server's build, a port taken before the
-server binds it, a server that will not start, and the header's line for a server that died."""
+by path, the start-up check and what it stores of the server's build, each kind of request kept
+in its own slot (pins.py), a port taken before the server binds it, a server that will not start,
+and the header's line for a server that died."""
 from __future__ import annotations
 
 import json
 import os
 import socket
 import stat
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -129,6 +131,56 @@ def test_a_done_reply_ends_at_its_mark(server):
                           max_tokens=60, temperature=0.0, seed=0, schema=schema)
     value = json.loads(raw.text)
     assert value["action"] == "DONE" and "next" not in value
+
+
+def test_each_purpose_keeps_its_slot_until_the_least_recently_used_one_is_needed():
+    from retrieval.llm.pins import SlotPins
+
+    pins = SlotPins(2)
+    a = pins.take("entities")
+    pins.give_back(a)
+    b = pins.take("rerank")
+    pins.give_back(b)
+    assert a != b and pins.take("entities") == a   # back to its own slot
+    assert pins.take("entities") == b              # its own is busy (two at once): another free one
+    assert pins.take("answer") == -1               # every slot busy: the server picks
+    pins.give_back(a)
+    pins.give_back(b)
+    assert pins.take("answer") == a                # a new purpose takes the least recently used
+    pins.give_back(a)
+    assert pins.take("entities") == b
+
+
+@pytest.mark.slow
+def test_a_purpose_resumes_after_its_instructions_though_another_came_between(server):
+    """Two kinds of request alternate, each its instructions then a long text of its own, as a
+    method's steps do. The first kind's second request reads its text only: its instructions stay
+    in its slot. (One slot re-reads them: the RAM cache skips a prompt that shares under a quarter.)"""
+    schema = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
+    rules = {p: f"You count for task {p}. " + " ".join(f"Rule {i}: reply with a number." for i in range(16))
+             for p in ("a", "b")}
+
+    def ask(purpose: str, n: int) -> int:
+        text = " ".join(f"Item {n}.{i} is {purpose}{i * n}." for i in range(50))
+        raw = server.complete([{"role": "system", "content": rules[purpose]},
+                               {"role": "user", "content": f'{text}\nReply {{"n": {n}}}.'}],
+                              max_tokens=8, temperature=0.0, seed=0, schema=schema, name=purpose)
+        return json.loads(raw.text)["n"]
+
+    def read() -> float:   # prompt tokens the server has computed so far (its /metrics counter)
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
+            line = next(x for x in r.read().decode().splitlines() if x.startswith("llamacpp:prompt_tokens_total"))
+        return float(line.split()[-1])
+
+    t0 = read()
+    ask("a", 1)
+    t1 = read()
+    ask("b", 2)
+    t2 = read()
+    assert ask("a", 3) == 3
+    first, again = t1 - t0, read() - t2
+    assert first - again > 100, (first, again)   # the instructions (~130 tokens) not read again
+    assert server.pins.n_slots >= 2 and "--no-cache-idle-slots" in server.server_command()
 
 
 @pytest.mark.slow

@@ -287,6 +287,42 @@ def test_runs_resumed_on_another_machine_are_scored_and_their_times_kept_apart()
     assert tradeoff.cost_per_question(costed, "m")["cpu_s"] == pytest.approx(1.4)
 
 
+def test_each_row_names_the_llm_server_build_its_runs_were_on():
+    """A run's row takes the server its LLM calls named; rows stored before llama-server name none and
+    read as llama-cpp-python's. One build for every row is said once, in the setting line; a method
+    re-recorded on another build names its own, in its row and in a note."""
+    from types import SimpleNamespace
+
+    from retrieval.bench.runner import QuestionResult, llm_server, summarise
+    from retrieval.trace.model import LLMCall, RunResult, Stage
+    from traces.stats import leaderboard
+    from ui import evidence
+
+    new = "llama-server b1-0c1e570"
+    call = LLMCall("qwen", "p", "{}", 1, 1, 1.0, params={"server": new})
+    run = RunResult("m", "q", stages=[Stage("plan", "Plan"), Stage("answer", "Answer", llm_calls=[call])])
+    assert llm_server(run) == new and llm_server(RunResult("m", "q", stages=[Stage("a", "A")])) == ""
+
+    def summary(server: str) -> dict:
+        rows = [QuestionResult(f"q{i}", "m", 10, ["g"], ["g"], 100.0, 0, 0, "ok", llm_server=server) for i in range(2)]
+        return {**summarise({5: rows, 10: rows}), "questions": 2, "llm_servers": {server: 2}}
+
+    exp = SimpleNamespace(machine="A", ks=[5, 10], kb="demo", n_questions=2, llm="embedded llama.cpp · qwen2.5",
+                          code_version="abc", methods=["sag", "gear"], status="done", spec={},
+                          summary={"methods": {"sag": summary(""), "gear": summary("")}})
+    board = leaderboard.build(exp)
+    assert f"LLM embedded llama.cpp · qwen2.5 on {leaderboard.BEFORE_LLAMA_SERVER} · " in board.setting
+    exp.summary["methods"]["gear"] = summary(new)
+    board = leaderboard.build(exp)
+    assert " on llama" not in board.setting
+    assert (f"the embedded model's server: {leaderboard.BEFORE_LLAMA_SERVER} for sag; {new} for gear"
+            in board.notes)
+    html = evidence.leaderboard_html(exp)
+    assert f"gear <span class='ht-meta ht-server-tag'>{new}</span>" in html
+    exp.llm = "openai · gpt-4o-mini"   # an endpoint's rows name no server
+    assert leaderboard.build(exp).rows[0].servers == () and not leaderboard.build(exp).notes[0].startswith("the")
+
+
 def test_the_lab_views_keep_hostile_strings_as_text(ctx, tmp_path, monkeypatch):
     from ui import evidence
 

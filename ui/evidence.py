@@ -428,34 +428,37 @@ def _fingerprint(method: str) -> str:
 
 def leaderboard_html(exp: Experiment) -> str:
     """One row a method, best of each column in bold, a stale method labelled, the shared setting once."""
-    from traces.stats.leaderboard import COLUMNS, NAMED_MODEL, TIMED_APART_MARK, build, cell_text, is_time, named_text
+    from traces.stats import leaderboard as lb
 
-    board = build(exp, {m: _fingerprint(m) for m in exp.methods})
+    board = lb.build(exp, {m: _fingerprint(m) for m in exp.methods})
     if not board.rows:
         return ""
     esc = render.esc
-    heads = "".join(f"<th>{esc(board.header(c))}</th>" for c, _, _ in COLUMNS)
+    heads = "".join(f"<th>{esc(board.header(c))}</th>" for c, _, _ in lb.COLUMNS)
     groups = board.groups()
+    shared = lb.shared_server(board.rows)
     body = ""
     for n, rows in groups:
         # Bold compares like with like: a method on 20 questions is not better than one on 100.
-        best = {c: board.best(c, rows) for c, _, _ in COLUMNS if c != "questions"}
+        best = {c: board.best(c, rows) for c, _, _ in lb.COLUMNS if c != "questions"}
         if len(groups) > 1:
-            body += (f"<tr class='ht-group'><td colspan='{len(COLUMNS) + 3}'>on {n} question{'s' if n != 1 else ''}"
+            body += (f"<tr class='ht-group'><td colspan='{len(lb.COLUMNS) + 3}'>on {n} question{'s' if n != 1 else ''}"
                      f"{' each' if len(rows) > 1 else ''}</td></tr>")
         for r in rows:
             cells = []
-            for c, _, digits in COLUMNS:
+            for c, _, digits in lb.COLUMNS:
                 v = r.cells.get(c)
-                text = esc(cell_text(v, digits))
-                if r.timed_apart and is_time(c):
-                    text += f"<sup class='ht-apart' title='{esc(r.timed_apart)}'>{TIMED_APART_MARK}</sup>"
+                text = esc(lb.cell_text(v, digits))
+                if r.timed_apart and lb.is_time(c):
+                    text += f"<sup class='ht-apart' title='{esc(r.timed_apart)}'>{lb.TIMED_APART_MARK}</sup>"
                 cells.append(f"<td><b>{text}</b></td>" if v is not None and best.get(c) == v else f"<td>{text}</td>")
             stale = (f" <span class='ht-stale-tag' title='{esc(r.stale)}'>stale</span>" if r.stale else "")
+            if r.servers and not shared:   # rows on different server builds: each names its own
+                stale += "".join(f" <span class='ht-meta ht-server-tag'>{esc(sv)}</span>" for sv in r.servers)
             # An ablation's name (griever_no_shortlist) breaks at its underscores, not mid-word
             name = esc(r.method).replace("_", "_<wbr>")
             body += (f"<tr><td>{name}{stale}</td>{''.join(cells)}<td>{esc(r.usd)}</td>"
-                     f"<td>{esc(named_text(r.usd_named))}</td></tr>")
+                     f"<td>{esc(lb.named_text(r.usd_named))}</td></tr>")
     bold = ("Bold: the best of a column among the rows on the same questions (each method's first N)."
             if len(groups) > 1 else "Bold: the best of a column.")
     sittings = exp.spec.get("sittings", [])
@@ -466,7 +469,7 @@ def leaderboard_html(exp: Experiment) -> str:
                   "the charts below compare the methods that share the most questions.</p>")
     return (f"<div id='exp-leaderboard'><p class='ht-meta' id='exp-setting'>{esc(board.setting)}</p>{status}"
             f"<table class='ht-table'><tr><th>method</th>{heads}<th>$ / question</th>"
-            f"<th>$ at {esc(NAMED_MODEL)}</th></tr>{body}</table>"
+            f"<th>$ at {esc(lb.NAMED_MODEL)}</th></tr>{body}</table>"
             + fold(f"<span class='ht-meta'>{esc(bold)} Notes on the times, the prices and stable@5 "
                    f"({len(board.notes)})</span>", "<p class='ht-meta'>" + "<br>".join(esc(n) for n in board.notes)
                    + "</p>", "exp-notes")

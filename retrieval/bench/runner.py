@@ -55,6 +55,7 @@ class QuestionResult:
     cpu_s: Optional[float] = None     # the embedded model's runs: CPU seconds, this process and the model's
     budget_fit: Optional[int] = None  # --budget T: how many of `ranked` fit in T tokens of the reader's context
     machine: str = ""                 # the run's machine (cpu.describe()); "" = its experiment's (rows made before)
+    llm_server: str = ""              # the embedded model's server build its LLM calls named; "" = none named
 
 
 @dataclass
@@ -351,9 +352,20 @@ def bench_plan(instances: dict, ks: Sequence[int], protocol: str) -> dict[str, l
     return {m: (list(ks) if protocol == "per-k" and inst.k_dependent else [max(ks)]) for m, inst in instances.items()}
 
 
+def llm_server(run) -> str:
+    """The server build the run's LLM calls named (retrieval/llm/client.py records it with each
+    call to the embedded model), or "": an endpoint's calls, or no LLM call."""
+    for st in run.stages:
+        for call in st.llm_calls:
+            if call.params.get("server"):
+                return call.params["server"]
+    return ""
+
+
 def _row(q: Question, label: str, k: int, run, with_answer: bool, weights: dict[str, float]) -> QuestionResult:
     row = QuestionResult(q.id, label, k, run.ranked_ids(), q.gold_passage_ids, run.latency_ms,
-                         run.tokens_in, run.tokens_out, run.status, run.error, machine=run.machine)
+                         run.tokens_in, run.tokens_out, run.status, run.error, machine=run.machine,
+                         llm_server=llm_server(run))
     shared = [st for st in run.stages if st.name == "answer"]
     row.answer_ms = sum(st.latency_ms for st in shared)
     row.answer_tokens = sum(st.tokens_in + st.tokens_out for st in shared)

@@ -42,7 +42,8 @@ from .compact import unmark
 from .errors import LLMCallError, LLMUnavailable
 from .gbnf import compact_grammar, schema_grammar
 from .gguf import gguf_path
-from .settings import LLMSettings, slots
+from .pins import SlotPins
+from .settings import LLMSettings, prompt_slots, slots
 
 
 @functools.lru_cache(maxsize=64)
@@ -102,6 +103,8 @@ class LlamaServer(OpenAICompatible):
         self.log_path = home() / "llama_server.log"
         self.props: dict = {}
         self.checked = ""
+        self.pins = SlotPins(max(slots(), prompt_slots()))
+        self._asking = threading.local()   # the slot this thread's request goes to (format_kwargs)
         # The label names the model, as every recording does; the server's build is recorded
         # beside it (`server`), as the machine is: both change greedy outputs at near-ties.
         from .models import MODELS
@@ -114,7 +117,7 @@ class LlamaServer(OpenAICompatible):
         """The server for these settings, started on first use and again after it exited: one per
         process for each model, draft setting, context size and prompt cache (what its command
         line holds)."""
-        key = (settings.speed_key, settings.n_ctx, settings.prompt_cache_mb)
+        key = (settings.speed_key, settings.n_ctx, settings.prompt_cache_mb, slots(), prompt_slots())
         with cls._lock:
             srv = cls._servers.get(key)
             if srv is None or (srv.proc and srv.proc.poll() is not None):
@@ -127,13 +130,22 @@ class LlamaServer(OpenAICompatible):
         threads = str(server_threads())
         cmd = [sys.executable, "-m", "retrieval.llm.supervise", str(os.getpid()), str(self.binary),
                "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
-               "-c", str(self.settings.n_ctx), "-t", threads, "-tb", threads, "-np", str(slots()),
-               "-a", self.model, "--cache-ram", str(self.settings.prompt_cache_mb), "--no-webui", "--metrics",
-               # A slot picked for its prompt's similarity skips the RAM cache: with one slot a
-               # method's steps alternate (SAG: entities, rerank), sharing only the system prompt
-               # (~0.45 similar), so each step re-read its instructions. Off, every request is
-               # matched against the cache and resumes from its longest cached prefix.
-               "--slot-prompt-similarity", "0"]
+               # Each slot its own context and KV (not one buffer for all: a prompt would then attend
+               # over every slot's cells, and read 10 % slower with four slots held).
+               "-c", str(self.settings.n_ctx * self.pins.n_slots), "-np", str(self.pins.n_slots),
+               "-t", threads, "-tb", threads, "-a", self.model, "--no-webui", "--metrics",
+               "--cache-ram", str(self.settings.prompt_cache_mb)]
+        if self.pins.n_slots > 1:
+            # Each request names its slot (pins.py), whose prompt stays while it is idle. A slot
+            # about to lose over half its prompt saves it to the RAM cache and resumes from a
+            # better one there, if any (the same top 5 passages answered for another method).
+            cmd += ["--no-cache-idle-slots"]
+        else:
+            # One slot: a slot picked for its prompt's similarity skips the RAM cache, and a
+            # method's steps alternate (SAG: entities, rerank), sharing only the system prompt
+            # (~0.45 similar), so each step re-read its instructions. Off, every request is matched
+            # against the cache and resumes from its longest cached prefix.
+            cmd += ["--slot-prompt-similarity", "0"]
         if self.settings.draft_tokens > 0:
             cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(self.settings.draft_tokens)]
         # The operator's own flags last, so they win (a GPU build's `-ngl 99`, say).
@@ -272,20 +284,31 @@ class LlamaServer(OpenAICompatible):
         """A schema goes as our own grammar (gbnf.py): without spaces for a compact-marked one, else
         with one optional space where JSON allows it. The server's own grammar (json_schema) only
         for a schema ours cannot write: it lets the model indent, which costs written tokens."""
+        slot = getattr(getattr(self, "_asking", None), "slot", -1)   # -1 outside complete()
+        body = {"id_slot": slot} if slot >= 0 else {}
         if schema:
             grammar = _grammar(json.dumps(unmark(schema)), bool(schema.get(compact.MARK)))
             if grammar is not None:
-                return {"extra_body": {"grammar": grammar}}
-        return super().format_kwargs(schema, name)
+                return {"extra_body": {**body, "grammar": grammar}}
+        kwargs = super().format_kwargs(schema, name)
+        return {**kwargs, "extra_body": body} if body else kwargs
 
     def complete(self, messages: list[dict], *, max_tokens: int, temperature: float, seed: int,
                  schema: Optional[dict] = None, name: str = "",
                  on_token: Optional[Callable[[int], None]] = None) -> RawReply:
-        pattern = (schema or {}).get(early_stop.MARK)
-        if pattern:
-            return self._until(messages, max_tokens, temperature, seed, schema, name, re.compile(pattern), on_token)
-        return super().complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                                schema=schema, name=name, on_token=on_token)
+        # With one slot, the server's own choice (its RAM cache); with more, the purpose's own (pins.py).
+        self._asking.slot = self.pins.take(name) if self.pins.n_slots > 1 else -1
+        try:
+            pattern = (schema or {}).get(early_stop.MARK)
+            if pattern:
+                return self._until(messages, max_tokens, temperature, seed, schema, name, re.compile(pattern),
+                                   on_token)
+            return super().complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                    schema=schema, name=name, on_token=on_token)
+        finally:
+            if self._asking.slot >= 0:
+                self.pins.give_back(self._asking.slot)
+            self._asking.slot = -1
 
     def _until(self, messages, max_tokens, temperature, seed, schema, name, pattern, on_token) -> RawReply:
         """A streamed reply, closed as soon as the text so far matches its schema's early-stop mark

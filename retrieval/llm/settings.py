@@ -36,6 +36,14 @@ def slots() -> int:
     return whole_number("HOPTRACE_LLM_SLOTS", 1, minimum=1)
 
 
+def prompt_slots() -> int:
+    """The embedded server's slots that keep a kind of request's prompt between its requests
+    (pins.py): HOPTRACE_LLM_PROMPT_SLOTS, by default 4 (a method's steps and the answer, each in
+    its own); 1 gives every request the one slot and llama-server's RAM cache. The server runs
+    max(slots(), prompt_slots()) slots, each with the context n_ctx."""
+    return whole_number("HOPTRACE_LLM_PROMPT_SLOTS", 4, minimum=1)
+
+
 def check_draft_tokens(value, source: str) -> int:
     """A draft length from `source` (a flag or a variable, named in the error): 0..MAX_DRAFT_TOKENS."""
     text = str(value).strip()
@@ -62,9 +70,11 @@ class LLMSettings:
     temperature: float = 0.0               # GEAR §6.2 and GRASP run at temperature 0
     seed: int = 0
     cache: bool = True                     # SQLite response cache in $HOPTRACE_HOME/llm_cache.sqlite
-    # Local context window: SAG's rerank lists 100 candidate events (~7k tokens), GEAR's read
-    # of 15 passages ~2.5k. The KV cache at 16k costs ~0.5 GB for the 1.5B model.
-    n_ctx: int = 16384
+    # The embedded model's context for one request, each server slot's (HOPTRACE_LLM_CTX): SAG's
+    # rerank of 100 candidate events (the paper profile) is the longest prompt measured, 7,165
+    # tokens with its reply; GEAR's read of 15 passages ~2.5k. Its KV costs ~28 KB a token for the
+    # 1.5B model: 0.9 GB for four slots of 8,192.
+    n_ctx: int = 8192
     # llama.cpp's prompt-state cache (RAM) for the embedded server; 0 turns it off.
     # HOPTRACE_PROMPT_CACHE_MB sets it; public mode uses PUBLIC_PROMPT_CACHE_MB unless it is set.
     prompt_cache_mb: int = 1024
@@ -117,6 +127,9 @@ class LLMSettings:
         if os.environ.get("HOPTRACE_LLM_CACHE", "1").lower() in ("0", "off", "false", "no"):
             s = replace(s, cache=False)
         s = replace(s, **overrides) if overrides else s
+        n_ctx = whole_number("HOPTRACE_LLM_CTX", 0, minimum=512)
+        if n_ctx:
+            s = replace(s, n_ctx=n_ctx)
         cache_mb = positive_number("HOPTRACE_PROMPT_CACHE_MB")
         if cache_mb is not None:
             s = replace(s, prompt_cache_mb=int(cache_mb))

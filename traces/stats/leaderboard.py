@@ -30,6 +30,8 @@ PRICE_NOTE = "the embedded model on this machine costs $0; an endpoint's runs ar
 # What the same tokens would cost at a hosted model's price: a figure a reader can compare across
 # setups, where the embedded model's $0 says nothing.
 NAMED_MODEL = "gpt-4o-mini"
+# The embedded model's server before llama-server (issue 101): rows stored then name no server.
+BEFORE_LLAMA_SERVER = "llama-cpp-python 0.3.36, patched (before llama-server)"
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Row:
     timed_apart: str = ""        # some of its runs were on another machine: what its time cells read, or ""
     apart_note: str = ""         # the same without the method and its other machine's p50: one note for rows alike
     self_answered: bool = False  # the method's own agent wrote its answer: no shared answer step to time apart
+    servers: tuple[str, ...] = ()   # the embedded model's server builds its runs were on
 
 
 @dataclass
@@ -158,7 +161,7 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         apart = timed_apart_text(m, s, exp.machine) if s.get("timed_elsewhere") else ""
         note = timed_apart_note(s, exp.machine, p50=False) if apart else ""
         rows.append(Row(m, cells, usd_text(s.get("usd_per_question")), stale, named, apart, note,
-                        self_answered=self_answered))
+                        self_answered=self_answered, servers=server_names(exp, s)))
     # Rows on the same questions together (most questions first), each group by recall@5.
     rows.sort(key=lambda r: (-(r.cells.get("questions") or 0), -(r.cells.get("recall@5") or 0)))
     notes = []
@@ -173,6 +176,13 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
         mine = [r.method for r in rows if r.self_answered]
         if mine:
             notes.append(SELF_ANSWERED_NOTE.format(methods=", ".join(mine)))
+        if not shared_server(rows) and any(r.servers for r in rows):
+            # Rows re-recorded on another server build than the rest: each set named once.
+            by: dict[tuple, list[str]] = {}
+            for r in rows:
+                by.setdefault(r.servers, []).append(r.method)
+            notes.append("the embedded model's server: " + "; ".join(
+                f"{' and '.join(sv) or 'none named'} for {', '.join(ms)}" for sv, ms in by.items()))
         notes.append(f"$: {PRICE_NOTE}")
         if price is not None:
             notes.append(f"$ at {NAMED_MODEL}: the same tokens at its price (${price.input_per_mtok:g} in, "
@@ -197,12 +207,28 @@ def build(exp, current_fingerprints: Optional[dict[str, str]] = None) -> Leaderb
                              for m, a in split.items())
             notes.append("stable@5 leaves out the questions whose two repetitions ran on different machines, "
                          f"where the model's kernels differ: {each}")
-    return Leaderboard(rows, setting_line(exp), notes, exp.spec.get("protocol", "per-k"), max(exp.ks, default=0))
+    return Leaderboard(rows, setting_line(exp, shared_server(rows) if rows else ""), notes,
+                       exp.spec.get("protocol", "per-k"), max(exp.ks, default=0))
 
 
-def setting_line(exp) -> str:
+def server_names(exp, s: dict) -> tuple[str, ...]:
+    """The embedded model's server builds a method's runs were on (its summary's `llm_servers`);
+    a row stored before runs named one was on llama-cpp-python. () for an endpoint's experiment."""
+    if not str(exp.llm).startswith("embedded"):
+        return ()
+    return tuple(sorted({name or BEFORE_LLAMA_SERVER for name in (s.get("llm_servers") or {"": 1})}))
+
+
+def shared_server(rows: list[Row]) -> str:
+    """The one server build every row ran on, or "" when rows differ (each row then names its own)."""
+    every = {x for r in rows for x in r.servers}
+    return next(iter(every)) if len(every) == 1 and all(r.servers for r in rows) else ""
+
+
+def setting_line(exp, server: str = "") -> str:
     """What every method of the experiment shares, said once (FlashRAG's way): KB, questions, ks,
-    answer step, LLM, code, and where its times were taken."""
+    answer step, LLM (and its server build when every row shares one), code, and where its times
+    were taken."""
     args = exp.spec.get("args", {})
     sittings = exp.spec.get("sittings", [])
     where = exp.machine or "a machine not recorded"
@@ -218,5 +244,6 @@ def setting_line(exp) -> str:
     qs = f"{exp.n_questions} questions" + (f" ({llm_n} for the LLM methods)" if llm_n and llm_n < exp.n_questions
                                            else "")
     answer = "each run ends with an answer (EM / F1)" if args.get("answer") else "no answer step"
-    return (f"KB {exp.kb} · {qs} · protocol {exp.spec.get('protocol', 'per-k')} · {answer} · LLM {exp.llm} · "
+    llm = f"{exp.llm} on {server}" if server else exp.llm
+    return (f"KB {exp.kb} · {qs} · protocol {exp.spec.get('protocol', 'per-k')} · {answer} · LLM {llm} · "
             f"code {exp.code_version} · {timed}")

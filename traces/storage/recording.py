@@ -12,6 +12,7 @@ was measured idle. The sittings' machines and load figures are kept in the exper
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -171,6 +172,8 @@ def summary(experiments: Experiments, exp: Experiment) -> dict:
         s["questions"] = len({r.question_id for r in first})
         _time_on_one_machine(s, first, exp)
         _stable_on_one_machine(s, rs, exp)
+        # Which server build wrote the LLM's replies, as the machine: both change greedy outputs.
+        s["llm_servers"] = dict(Counter(r.llm_server for r in first))
         methods[m] = s
     return {"kb": exp.kb, "n_questions": exp.n_questions, "protocol": "slice", "ks": exp.ks, "methods": methods}
 

@@ -43,12 +43,12 @@ RUN for v in PIP_CERT PIP_FIND_LINKS HOPTRACE_TORCH_INDEX; do [ -n "$(printenv $
 RUN python scripts/slim_image.py --venv .venv
 
 FROM python:3.11-slim
-# llama-server's CPU backend links OpenMP's runtime, which the builder had from its compiler.
-# apt's package caches go too: a base without Debian's docker-clean hook (the stand-in made where no
-# registry answers) kept 75 MB of them in this layer.
-RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 \
-    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
-RUN useradd -m -u 1000 user
+# No RUN step in this stage: podman's build-time volumes (the CA bundle and wheel folder above)
+# leave their empty mount points in the layer of every RUN, so the final stage only copies.
+# llama-server's CPU backend links OpenMP's runtime, which the builder has from its compiler
+# (Debian's libgomp1, the same release as this base); the builder's user table holds `user`.
+COPY --from=builder /usr/lib/x86_64-linux-gnu/libgomp.so.1 /usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0 /usr/lib/x86_64-linux-gnu/
+COPY --from=builder /etc/passwd /etc/group /etc/shadow /etc/gshadow /etc/
 USER user
 ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
     HOPTRACE_HOME=/home/user/.cache/hoptrace MPLCONFIGDIR=/home/user/.cache/matplotlib \
@@ -56,10 +56,10 @@ ENV HOME=/home/user PATH=/home/user/app/.venv/bin:$PATH \
     GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 \
     GRADIO_ANALYTICS_ENABLED=False HOPTRACE_PUBLIC=1 HOPTRACE_TRUST_PROXY=1 \
     HOPTRACE_PERSIST_DIR=/data
+# The user's home, itself included (/home's contents, so the folder is copied as the user's):
+# the repository with its venv, and HOPTRACE_HOME (demo KB, models, ONNX encoder) with the font cache.
+COPY --from=builder --chown=user /home /home
 WORKDIR /home/user/app
-# The repository with its venv, and HOPTRACE_HOME (demo KB, models, ONNX encoder) with the font cache.
-COPY --from=builder --chown=user /home/user/app /home/user/app
-COPY --from=builder --chown=user /home/user/.cache /home/user/.cache
 EXPOSE 7860
 # The app is process 1 of the container: it handles SIGTERM itself (ui/lifecycle.py), and keeps
 # its traces in /data when the Space has persistent storage (ui/storage.py).

@@ -108,6 +108,12 @@ class Check:
         self.expect(uid == "1000", f"process 1 runs as uid {uid}")
         self.expect("'HOPTRACE_PUBLIC=1'" in env and "'GRADIO_SERVER_PORT=7860'" in env,
                     "public mode (HOPTRACE_PUBLIC=1) on port 7860")
+        # The build-time volumes (scripts/image.py machine_args) leave nothing in the image.
+        mounts = [str(Path(image.CERT_IN_BUILD).parent), image.WHEELS_IN_BUILD]
+        left = self.py(f"import os; print([p for p in {mounts!r} if os.path.lexists(p)])")
+        self.expect(left == "[]", f"no build-time mount point in the image ({', '.join(mounts)}: {left})")
+        home = self.py("import os; print(os.access(os.path.expanduser('~'), os.W_OK), os.path.expanduser('~'))")
+        self.expect(home.startswith("True"), f"the user's home is writable ({home})")
 
     def visitor(self, page_answered_at: float, t0: float) -> str:
         """The first visitor's tour; returns the id of the run they stored."""

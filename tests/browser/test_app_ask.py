@@ -105,10 +105,13 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
     set_methods(page, {"sag"})
     # The live hop map is one frame given each later stage (render.LIVE_MAP_JS), not a frame a stage.
     page.evaluate("""() => {
-      window.liveShown = []; window.mapsLoaded = 0;
+      window.liveShown = []; window.mapsLoaded = 0; window.finalLoaded = false;
       addEventListener('message', (e) => {
         if (e.data && e.data.hopmapLiveShown) liveShown.push(e.data.hopmapLiveShown);
-        if (e.data && e.data.hopmapReady) mapsLoaded++;
+        if (!(e.data && e.data.hopmapReady)) return;
+        mapsLoaded++;
+        const f = [...document.querySelectorAll('#graph iframe.ht-hopmap')].find((x) => x.contentWindow === e.source);
+        if (f && !f.hasAttribute('data-live')) window.finalLoaded = true;
       });
     }""")
     page.click("#run")
@@ -132,11 +135,17 @@ def test_a_showcase_question_opens_at_once_and_a_live_llm_stage_shows_its_progre
     snap(page, shots, "live_progress.png", full_page=True)
     page.wait_for_selector("#columns .ht-col[data-method='sag'] table.ht-ranking", timeout=600_000)
     assert page.locator("#columns .ht-col[data-method='sag'] .ht-live").count() == 0
-    # 90 s, not 30: on a fresh clone's first suite run, with the other worker busy, the second
-    # frame once took longer than 30 s to report (it passed alone and in the next run).
-    page.wait_for_function("window.mapsLoaded >= 2", timeout=90_000)
+    # The final map's own document, not a count: on a loaded machine (CI, three workers) the
+    # stages may all reach the page with the run's end, and then no live frame is ever made.
+    try:
+        page.wait_for_function("window.finalLoaded === true", timeout=90_000)
+    except Exception as e:   # what the page held, for the next reader of a failed run
+        frames = page.evaluate("() => [...document.querySelectorAll('#graph iframe')].map((f) => "
+                               "[f.className, f.getAttribute('data-live'), (f.getAttribute('srcdoc') || '').length])")
+        raise AssertionError(f"the final hop map never said it was ready: {page.evaluate('window.mapsLoaded')} "
+                             f"documents ready, frames {frames}") from e
     shown, loaded = page.evaluate("[window.liveShown, window.mapsLoaded]")
-    assert loaded == 2, f"{loaded} hop map documents for one live run: the live one and the final one"
+    assert loaded in (1, 2), f"{loaded} hop map documents for one live run: at most the live one and the final one"
     # Whether a later stage went out in an update of its own depends on how the stages arrived: on
     # a loaded machine rerank came in one update with the run's end (clean-clone run, 3 workers).
     # What reached the frame is SAG's, in order; test_hopmap_browser.py sends each stage apart.

@@ -41,13 +41,47 @@ def path_for(kb: str) -> Path:
 SHARED_METHOD_MODULES = ("base", "answer", "context")
 
 
-def fingerprint(method: str) -> str:
-    """What a recording of `method` depends on: the definitions in its package and in the shared
-    method core, the prompt texts as the module holds them now, the config defaults and the
-    profile values."""
+# The fingerprint's scheme: since "2." the settings are hashed as the recording's profile resolves
+# them, so moving a value between a config default and a profile that keeps it (GEAR's sequence
+# scoring: the paper's by default, ours in `local`) leaves that profile's recordings current.
+# A fingerprint without the prefix was taken before, and is compared the way it was taken.
+SCHEME = "2."
+
+
+def fingerprint(method: str, profile: str = "local") -> str:
+    """What a recording of `method` under `profile` depends on: the definitions in its package and
+    in the shared method core, the prompt texts as the module holds them now, and the settings the
+    profile gives it (the config defaults with the profile's values over them)."""
     cls = METHODS[root_method(method)]
+    h = _code_hash(cls)
+    settings = {**asdict(cls.Config()), **profiles.settings_for(root_method(method), profile)}
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return SCHEME + h.hexdigest()[:16]
+
+
+def fingerprint_like(recorded: str, method: str, profile: str = "local") -> str:
+    """This code's fingerprint of `method` taken as `recorded` was (its scheme, its profile): the
+    two are equal when the recording is current."""
+    if recorded.startswith(SCHEME) or not recorded:
+        return fingerprint(method, profile)
+    cls = METHODS[root_method(method)]   # the first scheme: the defaults and the local values apart
+    h = _code_hash(cls, "1")
+    h.update(json.dumps(asdict(cls.Config()), sort_keys=True, default=str).encode())
+    h.update(json.dumps(profiles.LOCAL.get(root_method(method), {}), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def experiment_fingerprints(spec: dict) -> dict[str, str]:
+    """{method: this code's fingerprint} for an experiment's recorded methods, each taken as its own was."""
+    return {m: fingerprint_like(s.get("fingerprint") or "", m, s.get("profile") or "local")
+            for m, s in spec.get("methods", {}).items() if root_method(m) in METHODS}
+
+
+def _code_hash(cls, scheme: str = SCHEME):
+    """The code and prompts a method's runs depend on. Since scheme 2 its config class's field
+    defaults are left to the settings hash, which takes them as the profile resolves them."""
     h = hashlib.sha256()
-    for code in _definitions(_method_files(cls)):
+    for code in _definitions(_method_files(cls), cls.Config.__name__ if scheme == SCHEME else ""):
         h.update(code.encode())
     prompts = _prompt_module(cls)
     if prompts is not None:  # the live values, which is what a request is built from
@@ -55,9 +89,7 @@ def fingerprint(method: str) -> str:
             value = getattr(prompts, name)
             if name.isupper() and isinstance(value, (str, dict)):
                 h.update(name.encode() + json.dumps(value, sort_keys=True).encode())
-    h.update(json.dumps(asdict(cls.Config()), sort_keys=True, default=str).encode())
-    h.update(json.dumps(profiles.LOCAL.get(root_method(method), {}), sort_keys=True).encode())
-    return h.hexdigest()[:16]
+    return h
 
 
 def _method_files(cls) -> list[Path]:
@@ -78,24 +110,36 @@ def _method_files(cls) -> list[Path]:
     return files + [f for m in SHARED_METHOD_MODULES if (f := methods_dir / f"{m}.py").exists()]
 
 
-def _definitions(files: Sequence[Path]) -> list[str]:
+def _definitions(files: Sequence[Path], settings_class: str = "") -> list[str]:
     """Each top-level statement of the files as code, sorted: imports, docstrings and comments
     left out. So a definition moved between these files, an import path or a docstring changed
-    leaves the fingerprint alone; a changed line of code does not."""
-    return sorted(code for f in files for code in _file_definitions(f))
+    leaves the fingerprint alone; a changed line of code does not. `settings_class`: a class whose
+    fields' default values are left out (they are hashed as a profile resolves them)."""
+    return sorted(code for f in files for code in _file_definitions(f, settings_class))
 
 
-_parsed: dict[tuple[str, int, int], list[str]] = {}
+_parsed: dict[tuple, list[str]] = {}
 
 
-def _file_definitions(f: Path) -> list[str]:
+def _file_definitions(f: Path, settings_class: str = "") -> list[str]:
     """One file's statements, parsed once per version of the file (its mtime and size): the lab
-    takes every method's fingerprint at each render."""
+    takes every method's fingerprint at each render. The file defining `settings_class` is kept a
+    second time, with that class's default values left out."""
     st = f.stat()
     key = (str(f), st.st_mtime_ns, st.st_size)
     if key not in _parsed:
         _parsed[key] = [ast.unparse(node) for node in _strip(pyast.parse(f.read_text(), str(f))).body]
-    return _parsed[key]
+    if not settings_class or not any(f"\nclass {settings_class}" in "\n" + c for c in _parsed[key]):
+        return _parsed[key]
+    if key + (settings_class,) not in _parsed:
+        tree = _strip(pyast.parse(f.read_text(), str(f)))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == settings_class:
+                for field_ in node.body:
+                    if isinstance(field_, ast.AnnAssign):
+                        field_.value = None
+        _parsed[key + (settings_class,)] = [ast.unparse(node) for node in tree.body]
+    return _parsed[key + (settings_class,)]
 
 
 def _strip(tree: ast.AST) -> ast.AST:
@@ -313,7 +357,8 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
     today = dt.date.today().isoformat()
     doc = {"format": FORMAT, "kb": kb, "recorded_at": today, "model": ctx.llm.describe(),
            "profile": instances[llm_methods[0]].profile if llm_methods else "paper",
-           "methods": list(methods), "fingerprints": {m: fingerprint(m) for m in methods},
+           "methods": list(methods), "profiles": {m: instances[m].profile for m in methods},
+           "fingerprints": {m: fingerprint(m, instances[m].profile) for m in methods},
            "recorded_on": {m: today for m in methods}, "recorded_with": {m: version for m in methods if version},
            "conditions": {m: conditions.as_dict() for m in methods}, "items": items}
     if old is not None:
@@ -322,6 +367,7 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
             new_item["runs"] = {**{m: old_item["runs"][m] for m in kept}, **new_item["runs"]}
         doc["methods"] = kept + list(methods)
         doc["fingerprints"] = {**{m: old["fingerprints"][m] for m in kept}, **doc["fingerprints"]}
+        doc["profiles"] = {**{m: recorded_profile(old, m) for m in kept}, **doc["profiles"]}
         dates = old.get("recorded_on") or {m: old["recorded_at"] for m in old["methods"]}
         doc["recorded_on"] = {**{m: dates[m] for m in kept}, **doc["recorded_on"]}
         versions = old.get("recorded_with") or {}
@@ -334,10 +380,26 @@ def record(ctx: Context, kb: str, questions: Sequence[Question], methods: Sequen
     return out
 
 
+def recorded_profile(doc: dict, method: str) -> str:
+    """The profile a recording ran `method` on (one recorded before each method's was kept: the
+    LLM methods' one, and `local` for an LLM-free method, as profiles.resolve gives it)."""
+    named = (doc.get("profiles") or {}).get(method)
+    if named:
+        return named
+    uses_llm = root_method(method) in METHODS and METHODS[root_method(method)].uses_llm
+    return (doc.get("profile") or "local") if uses_llm else "local"
+
+
+def current_fingerprints(doc: dict) -> dict[str, str]:
+    """{method: this code's fingerprint} for a recording's methods, each taken as its own was."""
+    return {m: fingerprint_like(fp, m, recorded_profile(doc, m)) for m, fp in doc["fingerprints"].items()
+            if root_method(m) in METHODS}
+
+
 def load(path: Path) -> Showcase:
     """Read a recording; runs whose method's fingerprint changed since are marked stale."""
     doc = _read(path)
-    now = {m: fingerprint(m) for m in doc["methods"] if root_method(m) in METHODS}
+    now = current_fingerprints(doc)
     stale = {m: ("recorded with other prompts or code than this version's" if now.get(m) != fp
                  else "") for m, fp in doc["fingerprints"].items()}
     stale = {m: why for m, why in stale.items() if why}

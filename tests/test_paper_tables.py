@@ -56,6 +56,7 @@ PAPER_STATES = [
     ("gear", "neighbours_per_beam", 100, "App. C.2"),
     ("gear", "agent_base_k", 10, "App. C.2: 10 passages a round, IRCoT's setting"),
     ("gear", "diversity", True, "§4 diverse triple beam search"),
+    ("gear", "sequence_scoring", "encode", "§4: cosine between the query's and the candidate sequence's embeddings"),
     ("gear", "base", "hybrid", "§6.1: the best single-step base is BM25 + SBERT by RRF"),
     ("sag", "entity_threshold", 0.9, "§3.3 Path A"),
     ("sag", "event_threshold", 0.4, "§3.3 Path B"),

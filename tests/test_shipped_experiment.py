@@ -352,14 +352,15 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     import gzip
     from pathlib import Path
 
-    from retrieval.showcase import fingerprint
+    from retrieval.showcase import experiment_fingerprints
 
     root = Path(__file__).resolve().parents[1] / "data"
     path = root / "experiments" / "demo.json.xz"
     assert path.stat().st_size < 8e6
     doc = shipped.read(path)
     spec = doc["experiment"]["spec"]
-    stale = [m for m, s in spec["methods"].items() if s["fingerprint"] != fingerprint(m)]
+    now = experiment_fingerprints(spec)
+    stale = [m for m, s in spec["methods"].items() if s["fingerprint"] != now.get(m)]
     assert not stale, f"the shipped experiment is stale for {stale}: hoptrace record-experiment --rerecord ..."
     assert spec["sittings"] and all(s["verdict"] == "idle" for s in spec["sittings"])
     texts = [q["text"] for q in spec["questions"]]
@@ -367,6 +368,10 @@ def test_the_shipped_experiment_is_current_idle_small_and_holds_the_showcase_que
     assert [it["question"] for it in showcase_doc["items"]] == texts[:len(showcase_doc["items"])]
     ran = {(e["question_id"], e["method"], e.get("rep", 1)) for e in doc["entries"]}   # no run twice
     assert all(e["row"]["answer"] is not None for e in doc["entries"])   # every run ended with an answer
+    # Each method's entry names the profile its runs were made with (their profile stage says it).
+    for e in doc["entries"]:
+        stage = next((st for st in e["run"]["stages"] if st["name"] == "profile"), None)
+        assert stage is None or stage["title"] == f"Profile: {spec['methods'][e['method']]['profile']}", e["method"]
     assert ("bm25" in spec["methods"]) and len(ran) == len(doc["entries"])
     # One recording serves both views: where the experiment has a showcase method on every showcase
     # question, the Ask page shows those very runs.

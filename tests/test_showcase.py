@@ -132,15 +132,35 @@ def test_the_shipped_showcase_matches_the_current_code():
     show it as current. Re-record it: `hoptrace record-showcase --update --methods METHOD`."""
     from pathlib import Path
 
-    from retrieval.showcase import fingerprint
+    from retrieval.showcase import current_fingerprints
 
     # The file in the repository, named here: not showcase.SHOWCASE_DIR, which a test may point
     # elsewhere (the browser tests record their own), so this test reads the same file in any order.
     shipped = Path(__file__).resolve().parents[1] / "data" / "showcase" / "demo.json.gz"
     data = json.loads(gzip.decompress(shipped.read_bytes()))
-    stale = [m for m, fp in data["fingerprints"].items() if fp != fingerprint(m)]
+    now = current_fingerprints(data)
+    stale = [m for m, fp in data["fingerprints"].items() if fp != now.get(m)]
     assert not stale, (f"the shipped showcase is stale for {stale}: re-record with hoptrace record-showcase "
                        "--update --methods ...")
+
+
+def test_a_recordings_fingerprint_follows_the_settings_its_profile_gives_not_where_they_are_written(monkeypatch):
+    """GEAR's sequence scoring moved from the config default into `local` (the paper's is the
+    default now): recordings on `local` stayed current. A local value changed stales only local
+    recordings; a fingerprint of the first scheme is still compared the way it was taken."""
+    from retrieval.methods import profiles
+    from retrieval.methods.gear import GearConfig
+    from retrieval.showcase import SCHEME, fingerprint, fingerprint_like
+
+    local, paper = fingerprint("gear", "local"), fingerprint("gear", "paper")
+    assert local.startswith(SCHEME) and local != paper
+    same = {**profiles.LOCAL["gear"], "beam_width": GearConfig().beam_width}   # the paper's value, named
+    monkeypatch.setitem(profiles.LOCAL, "gear", same)
+    assert (fingerprint("gear", "local"), fingerprint("gear", "paper")) == (local, paper)
+    monkeypatch.setitem(profiles.LOCAL, "gear", {**same, "beam_width": 3})
+    assert fingerprint("gear", "local") != local and fingerprint("gear", "paper") == paper
+    first = fingerprint_like("0123456789abcdef", "gear")
+    assert not first.startswith(SCHEME) and fingerprint_like(first, "gear") == first
 
 
 def test_the_fingerprint_follows_code_not_imports_docstrings_or_where_a_definition_lives(tmp_path):

@@ -132,9 +132,10 @@ def _add_methods(experiments, exp, ctx, names: list[str]) -> None:
 
 def cmd_record_experiment(args) -> int:
     from traces.storage import recording, shipped
-    from traces.storage.experiments import Experiments, kb_fingerprint
+    from traces.storage.experiments import Experiments, kb_fingerprint, method_spec
 
-    from ..showcase import fingerprint, load_for, path_for
+    from ..methods import make_method
+    from ..showcase import experiment_fingerprints, load_for, path_for
     from .common import _trace_store
 
     if args.question_count < 1 or args.llm_question_count < 0 or args.minutes <= 0:
@@ -165,9 +166,12 @@ def cmd_record_experiment(args) -> int:
             if m not in exp.methods:
                 raise ConfigError(f"--rerecord {m}: not a method of {out} ({', '.join(exp.methods)})")
             recording.discard(experiments, exp, m, [q.id for q in questions])
-            exp.spec["methods"][m]["fingerprint"] = fingerprint(m)
+            # The whole entry again, not only its fingerprint: the profile and config it records are
+            # those the new runs are made with (a GRIEVER family re-recorded kept its first entry's).
+            exp.spec["methods"][m] = method_spec(make_method(m, ctx), m, exp.spec["methods"][m].get("settings") or {})
+        now = experiment_fingerprints(exp.spec)
         stale = [m for m in exp.methods
-                 if m not in redo and exp.spec["methods"][m].get("fingerprint") != fingerprint(m)]
+                 if m not in redo and exp.spec["methods"][m].get("fingerprint") != now.get(m)]
         if stale:
             print(f"hoptrace: warning: {', '.join(stale)} changed since recorded (shown labelled stale); "
                   f"--rerecord {','.join(stale)} records them again", file=sys.stderr)
@@ -219,7 +223,7 @@ def cmd_record_experiment(args) -> int:
           + ("the recording is complete" if complete else "more to record: run the same command again"))
     from traces.stats.leaderboard import build
 
-    print(build(exp, {m: fingerprint(m) for m in exp.methods}).text())
+    print(build(exp, experiment_fingerprints(exp.spec)).text())
     return 0
 
 

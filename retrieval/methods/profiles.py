@@ -30,10 +30,14 @@ LOCAL: dict[str, dict[str, Any]] = {
     # tokens, over a minute at ~60 prompt tokens/s; 20 short events with no entity list are
     # ~0.9k (the summaries name their entities).
     "sag": {"k_cand": 20, "rerank_entities": 0, "event_max_words": 20},
-    # A read costs ~110 tokens a passage and ~15 a triple written (at ~22 tokens/s).
-    "syncge": {"read_passages": 5, "read_max_words": 60, "max_triples": 4},
+    # A read costs ~110 tokens a passage and ~15 a triple written (at ~22 tokens/s). Beam search
+    # scores a triple sequence by its stored triple vectors, not by encoding its text (Algorithm 1):
+    # milliseconds against seconds a question on 2 cores (docs/gear.md).
+    "naivege": {"sequence_scoring": "vector_mean"},
+    "syncge": {"read_passages": 5, "read_max_words": 60, "max_triples": 4, "sequence_scoring": "vector_mean"},
     "gear": {"agent_base_k": 5, "read_max_words": 60, "max_triples": 4, "reread": False,
-             "read_expanded_max": 2, "reason_rewrite_joint": True, "max_iterations": 2},
+             "read_expanded_max": 2, "reason_rewrite_joint": True, "max_iterations": 2,
+             "sequence_scoring": "vector_mean"},
     "grasp": {"evidence_max_words": 80, "max_observations": 2},
     # §4.4 ranks by the passage score alone; with LLM-free triples that lost to GRIEVER's own first
     # hop (docs/griever.md). Ours adds the retrieval cosine (§4.2.2 allows it); the weight was

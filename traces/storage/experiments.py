@@ -136,7 +136,7 @@ def method_spec(method, name: str, settings: dict) -> dict:
 
     cfg = asdict(method.config) if hasattr(method.config, "__dataclass_fields__") else {}
     return {"method": name, "settings": settings, "profile": method.profile, "config": cfg,
-            "fingerprint": fingerprint(root_method(name))}
+            "fingerprint": fingerprint(root_method(name), method.profile or "local")}
 
 
 class Experiments:

@@ -334,6 +334,7 @@ def to_showcase(experiments: Experiments, exp: Experiment, path) -> list[str]:
             run.load = run.load or conditions["verdict"]
             it["runs"][m] = run.to_dict()
         doc["fingerprints"][m] = exp.spec["methods"][m]["fingerprint"]
+        doc.setdefault("profiles", {})[m] = exp.spec["methods"][m].get("profile") or "local"
         # The day its runs were recorded (their stages' clocks; a run's row is stamped when a file
         # is installed), not the experiment's last sitting's: a sitting that adds ablations leaves
         # the showcase's runs as they were.

@@ -26,15 +26,17 @@ class GearConfig:
     neighbours_per_beam: int = 100
     gamma: Optional[float] = None          # None → 2 × beam_width (C.2)
     diversity: bool = True                 # False = plain beam search (Table 4 "w/o diversity")
-    # Score of a triple sequence = cos(q, sequence). "encode" embeds the sequence text (the paper;
-    # ~1,000 encoder passes a question at width 10 × 100 neighbours, seconds on 2 cores);
-    # "vector_mean" uses the normalised sum of the stored triple vectors (milliseconds).
-    sequence_scoring: str = "vector_mean"
+    # Score of a triple sequence = cos(q, sequence) (Algorithm 1). "encode" embeds the sequence
+    # text, as the paper does (~1,000 encoder passes a question at width 10 × 100 neighbours,
+    # seconds on 2 cores); "vector_mean", ours and the `local` profile's, uses the normalised sum
+    # of the stored triple vectors (milliseconds).
+    sequence_scoring: str = "encode"
     # Multi-step agent (§5): 4 rounds for MuSiQue, 2 otherwise (C.1); None picks by the KB's dataset.
     max_iterations: Optional[int] = None
     passage_link_k: int = 5                # h_base^k for passageLink (eq. 11); the paper gives no k
-    # The read prompt (eq. 1/4) gets each passage cut to this many words, so 10 passages fit a
-    # small model's context and time budget (~2k prompt tokens). 0 = whole passages.
+    # Ours (App. C.2 is silent on length): the read prompt (eq. 1/4) gets each passage cut to this
+    # many words, so 10 passages fit a small model's context and time budget (~2k prompt tokens).
+    # 0 = whole passages.
     read_max_words: int = 150
     # How much the read step (eq. 1/4) reads and writes; the paper reads every passage of
     # C'_q / C_q(n) and caps nothing. The `local` profile lowers these (methods/profiles.py).

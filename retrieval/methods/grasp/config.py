@@ -17,5 +17,6 @@ class GraspConfig:
     # Candidate pool for eq. 1: BM25 and kNN each read this many propositions deep, then σ ranks
     # their union (a proposition outside BM25's top list counts BM25 = 0).
     search_depth: int = 100
-    evidence_max_words: int = 180    # passages shown to the sub-agent are cut to this many words
-    max_observations: int = 4        # observations the evaluate step may write (the grammar caps it)
+    # Ours (the paper is silent on length): passages shown to the sub-agent are cut to this many words.
+    evidence_max_words: int = 180
+    max_observations: int = 4        # ours: observations the evaluate step may write (the grammar caps it)

@@ -20,7 +20,7 @@ class SagConfig:
     # package, so this is a lower bound for it, not a reproduction).
     reranker: str = "llm"
     near_miss_margin: float = 0.1   # ours: the trace lists entities/events this far below a threshold
-    # The rerank prompt lists each candidate with its entities; long events are cut to this many
-    # words so 100 candidates fit a small model's context (~4k tokens).
+    # Ours (§3.4 is silent on length): the rerank prompt lists each candidate with its entities;
+    # long events are cut to this many words so 100 candidates fit a small model's context (~4k tokens).
     event_max_words: int = 30
-    rerank_entities: int = 8        # entity names listed with each event in the rerank prompt
+    rerank_entities: int = 8        # ours: entity names listed with each event in the rerank prompt

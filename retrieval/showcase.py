@@ -19,6 +19,7 @@ import json
 import lzma
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -71,9 +72,10 @@ def fingerprint_like(recorded: str, method: str, profile: str = "local") -> str:
     return h.hexdigest()[:16]
 
 
-def experiment_fingerprints(spec: dict) -> dict[str, str]:
-    """{method: this code's fingerprint} for an experiment's recorded methods, each taken as its own was."""
-    return {m: fingerprint_like(s.get("fingerprint") or "", m, s.get("profile") or "local")
+def experiment_fingerprints(spec: dict, take: Callable[[str, str, str], str] = fingerprint_like) -> dict[str, str]:
+    """{method: this code's fingerprint} for an experiment's recorded methods, each taken as its own
+    was; `take(recorded, method, profile)` takes it (the app passes a cached fingerprint_like)."""
+    return {m: take(s.get("fingerprint") or "", m, s.get("profile") or "local")
             for m, s in spec.get("methods", {}).items() if root_method(m) in METHODS}
 
 
@@ -118,28 +120,34 @@ def _definitions(files: Sequence[Path], settings_class: str = "") -> list[str]:
     return sorted(code for f in files for code in _file_definitions(f, settings_class))
 
 
-_parsed: dict[tuple, list[str]] = {}
+_parsed: dict[tuple[str, int, int], list[str]] = {}
 
 
 def _file_definitions(f: Path, settings_class: str = "") -> list[str]:
     """One file's statements, parsed once per version of the file (its mtime and size): the lab
-    takes every method's fingerprint at each render. The file defining `settings_class` is kept a
-    second time, with that class's default values left out."""
+    takes every method's fingerprint at each render. `settings_class`: that class's statement
+    without its fields' default values."""
     st = f.stat()
     key = (str(f), st.st_mtime_ns, st.st_size)
     if key not in _parsed:
         _parsed[key] = [ast.unparse(node) for node in _strip(pyast.parse(f.read_text(), str(f))).body]
-    if not settings_class or not any(f"\nclass {settings_class}" in "\n" + c for c in _parsed[key]):
+    if not settings_class:
         return _parsed[key]
-    if key + (settings_class,) not in _parsed:
-        tree = _strip(pyast.parse(f.read_text(), str(f)))
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == settings_class:
-                for field_ in node.body:
-                    if isinstance(field_, ast.AnnAssign):
-                        field_.value = None
-        _parsed[key + (settings_class,)] = [ast.unparse(node) for node in tree.body]
-    return _parsed[key + (settings_class,)]
+    return [_without_defaults(code, settings_class) for code in _parsed[key]]
+
+
+@lru_cache(maxsize=None)
+def _without_defaults(code: str, class_name: str) -> str:
+    """One statement as code; the class `class_name` with its annotated fields' values left out."""
+    if f"class {class_name}" not in code:   # only a statement that may define it is parsed again
+        return code
+    node = pyast.parse(code).body[0]
+    if not (isinstance(node, ast.ClassDef) and node.name == class_name):
+        return code
+    for field_ in node.body:
+        if isinstance(field_, ast.AnnAssign):
+            field_.value = None
+    return ast.unparse(node)
 
 
 def _strip(tree: ast.AST) -> ast.AST:

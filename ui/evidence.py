@@ -418,22 +418,19 @@ def pair_note(cache: ComparisonCache, experiments: Experiments, exp: Experiment,
 
 # --- the leaderboard, the experiments and two experiments compared ------------------------------------
 @lru_cache(maxsize=None)
-def _fingerprint(method: str, recorded: str, profile: str) -> str:
-    """This code's fingerprint of a method, taken as the recorded one was; the code does not change
-    while the app runs."""
-    from retrieval.methods import METHODS, root_method
+def _fingerprint(recorded: str, method: str, profile: str) -> str:
+    """showcase.fingerprint_like, once a method: the code does not change while the app runs."""
     from retrieval.showcase import fingerprint_like
 
-    return fingerprint_like(recorded, method, profile) if root_method(method) in METHODS else ""
+    return fingerprint_like(recorded, method, profile)
 
 
 def leaderboard_html(exp: Experiment) -> str:
     """One row a method, best of each column in bold, a stale method labelled, the shared setting once."""
+    from retrieval.showcase import experiment_fingerprints
     from traces.stats import leaderboard as lb
 
-    specs = exp.spec.get("methods", {})
-    board = lb.build(exp, {m: _fingerprint(m, specs.get(m, {}).get("fingerprint") or "",
-                                           specs.get(m, {}).get("profile") or "local") for m in exp.methods})
+    board = lb.build(exp, experiment_fingerprints(exp.spec, _fingerprint))
     if not board.rows:
         return ""
     esc = render.esc

@@ -212,6 +212,14 @@ def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx
     with monkeypatch.context() as m:
         m.setattr(shipped, "read", lambda path: pytest.fail("read again: " + str(path)))
         assert shipped.install(traces, out).id == installed.id
+    # A version whose spec alone changed (its fingerprints taken again, its runs the same) replaces
+    # the copy: one kept would show the methods stale, and a sitting resumed on it wrote it back.
+    doc = shipped.read(out)
+    doc["experiment"]["spec"]["methods"]["bm25"]["fingerprint"] = "2.retaken"
+    write_recording(doc, out)
+    installed = shipped.install(traces, out)
+    assert installed.spec["methods"]["bm25"]["fingerprint"] == "2.retaken"
+    assert len(Experiments(traces).entries(installed)) == 2
     visitor = traces.new_session("small", "a visitor's question")
     report = prune(traces, Retention(max_age_days=0.0, max_mb=0.001), now=installed.created_at + 10 ** 9)
     assert report.sessions == 1 and not traces.session(visitor)

@@ -73,9 +73,12 @@ def read(path: Path) -> dict:
 
 
 def _stamp(doc: dict) -> str:
-    """What distinguishes two versions of the file: its runs and its status."""
+    """What distinguishes two versions of the file: its runs, its status and its spec (a spec alone
+    changes when its methods' fingerprints are taken again: a copy kept with the old spec would
+    show them stale, and a resumed recording would write that spec back)."""
     keys = sorted(f"{e['question_id']}|{e['method']}|{e['k']}|{e['rep']}|{e['run'].get('latency_ms')}"
                   for e in doc["entries"])
+    keys.append(json.dumps(doc["experiment"]["spec"], sort_keys=True, default=str))
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
     return f"{doc['experiment']['status']}:{len(keys)}:{digest}"
 

@@ -90,8 +90,13 @@ def test_the_estimate_names_its_basis_and_scales_the_shipped_p50_by_calibration_
     exp = SimpleNamespace(machine="AMD EPYC · 2 cores · avx2",
                           summary={"methods": {"sag": {"retrieval_ms_p50": 17453.0, "latency_ms_p50": 31843.0},
                                                "grasp": {"retrieval_ms_p50": None, "latency_ms_p50": 58050.0}}},
-                          spec={"sittings": [{"calibration_ms": [[30.0, 31.0], [40.0, 33.0]]}]})
-    est = Estimates(exp, lambda: 52.5)   # this machine's workload takes 1.5x the sittings' median (35 ms)
+                          spec={"sittings": [{"machine": "AMD EPYC · 2 cores · avx2",
+                                              "calibration_ms": [[30.0, 31.0], [40.0, 33.0]]},
+                                             {"machine": "AMD EPYC · 2 cores · avx512_bf16",
+                                              "calibration_ms": [[19.0, 19.0]] * 3}]})
+    # This machine's workload takes 1.5x the median (35 ms) of the sittings on the experiment's
+    # machine, whose p50s these are; a sitting resumed on another machine is not their reference.
+    est = Estimates(exp, lambda: 52.5)
     sag = est.of("sag")
     assert abs(sag.seconds - 17.453 * 1.5) < 1e-6
     assert sag.basis == ("the shipped experiment's p50 (17 s on AMD EPYC · 2 cores · avx2), ×1.50 for this "

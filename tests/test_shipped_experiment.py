@@ -15,6 +15,7 @@ from llm_double import scripted_llm
 
 from retrieval.cli import main
 from retrieval.core import cpu, idle
+from retrieval.core.errors import ConfigError
 from retrieval.showcase import write_recording
 from traces.stats.leaderboard import build
 from traces.storage import recording, shipped
@@ -220,6 +221,13 @@ def test_retention_never_prunes_it_and_the_leaderboard_labels_a_stale_method(ctx
     installed = shipped.install(traces, out)
     assert installed.spec["methods"]["bm25"]["fingerprint"] == "2.retaken"
     assert len(Experiments(traces).entries(installed)) == 2
+    # Rows stored before rows named their machine, named the experiment's before it moves (--time-here).
+    with traces.transaction() as con:
+        con.execute("UPDATE experiment_runs SET row = json_set(row, '$.machine', '') WHERE experiment_id = ?",
+                    [installed.id])
+    assert Experiments(traces).name_row_machines(installed, "the first machine") == 2
+    named = {e["row"]["machine"] for e in Experiments(traces).entries(installed, repetitions=True)}
+    assert named == {"the first machine"}
     visitor = traces.new_session("small", "a visitor's question")
     report = prune(traces, Retention(max_age_days=0.0, max_mb=0.001), now=installed.created_at + 10 ** 9)
     assert report.sessions == 1 and not traces.session(visitor)
@@ -293,6 +301,40 @@ def test_runs_resumed_on_another_machine_are_scored_and_their_times_kept_apart()
     costed = [{**r.__dict__, "cpu_s": 0.5 if r.machine == b else 2.0, "em": 1.0} for r in rows]
     assert tradeoff.cost_per_question(costed, "m", a)["cpu_s"] == 2.0
     assert tradeoff.cost_per_question(costed, "m")["cpu_s"] == pytest.approx(1.4)
+
+
+def test_time_here_moves_the_compared_times_to_this_machine_and_keeps_unnamed_rows_on_the_old_one(capsys):
+    """`record-experiment --time-here`, after the main methods were re-recorded on this machine: its
+    runs' times become the columns, the first machine's are kept apart. A row naming no machine is
+    read as the experiment's own, so it is named the old machine first (Experiments.name_row_machines,
+    on a real file in the retention test); with no machine to name it after, refused."""
+    from types import SimpleNamespace
+
+    from retrieval.bench.runner import QuestionResult, summarise
+    from retrieval.cli.showcase import _time_here
+    from traces.storage.experiments import Experiment
+
+    a, here = "AMD EPYC · 2 cores · avx2", cpu.describe()
+    rows = [QuestionResult(f"q{i}", "m", 10, ["g"], ["g"], 1000.0 if i < 2 else 400.0, 0, 0, "ok",
+                           machine="" if i == 0 else a if i < 2 else here) for i in range(5)]
+
+    def name(exp, machine):   # the stored rows' double: what name_row_machines does to them
+        for r in rows:
+            r.machine = r.machine or machine
+
+    stored = SimpleNamespace(entries=lambda e, repetitions=False: [{"method": "m", "row": r.__dict__} for r in rows],
+                             name_row_machines=name)
+    exp = Experiment("e", 0.0, "bench", "demo", "kb", "llm", "abc", "done", spec={"ks": [5, 10]})
+    with pytest.raises(ConfigError, match=r"--time-here: the experiment names no machine, nor do some of its runs"):
+        _time_here(stored, exp)
+    assert exp.machine == ""
+    exp.spec["machine"] = a
+    _time_here(stored, exp)
+    assert exp.machine == here and f"compared on {here} from now on (they were on {a})" in capsys.readouterr().err
+    s = {**summarise({k: rows for k in exp.ks}), "questions": 5}
+    recording._time_on_one_machine(s, rows, exp)
+    assert s["latency_ms_p50"] == 400.0 and s["timed_questions"] == 3
+    assert s["timed_elsewhere"] == {a: {"questions": 2, "latency_ms_p50": 1000.0, "cpu_s_per_question": None}}
 
 
 def test_each_row_names_the_llm_server_build_its_runs_were_on():

@@ -108,7 +108,9 @@ class Estimates:
             self._scaled_at = time.monotonic()
             factor, how = 1.0, ", unscaled"
             exp = self._shipped
-            ref = [c for s in (exp.spec.get("sittings", []) if exp is not None else [])
+            sittings = exp.spec.get("sittings", []) if exp is not None else []
+            # The p50s are the experiment's machine's: its sittings' calibrations, not another's it resumed on.
+            ref = [c for s in ([s for s in sittings if s.get("machine") == exp.machine] or sittings)
                    for pair in s.get("calibration_ms") or [] for c in pair[:1]]
             if ref and self._calibration is not None:
                 try:

@@ -45,6 +45,9 @@ def add_parsers(sub) -> None:
     re_.add_argument("--add", default=None, metavar="METHODS",
                      help="add these methods to the shipped recording and record them (the others' runs stay)")
     re_.add_argument("--new", action="store_true", help="start a new recording instead of resuming the shipped one")
+    re_.add_argument("--time-here", action="store_true",
+                     help="compare the experiment's times on this machine from now on (after its main methods "
+                          "were re-recorded here): runs elsewhere stay in the scores, their times kept apart")
     re_.add_argument("--out", type=Path, default=None, help="default data/experiments/<kb>.json.xz")
     re_.add_argument("--allow-load", action="store_true",
                      help="start although the machine is busy (a disturbed unit is still recorded again)")
@@ -130,6 +133,21 @@ def _add_methods(experiments, exp, ctx, names: list[str]) -> None:
         experiments.save_spec(exp)
 
 
+def _time_here(experiments, exp) -> None:
+    """The machine whose times the lab compares becomes this one. A row that does not name its machine
+    is read as the experiment's: it is named the old one first, or it would move with it."""
+    here, was = cpu.describe(), exp.machine
+    if not was and any(not e["row"].get("machine") for e in experiments.entries(exp, repetitions=True)):
+        raise ConfigError("--time-here: the experiment names no machine, nor do some of its runs: where they were "
+                          "timed is unknown, and they would be read as timed here")
+    if was and was != here:
+        experiments.name_row_machines(exp, was)
+    exp.spec["machine"] = here
+    if here != was:
+        print(f"the experiment's times are compared on {here} from now on (they were on {was or 'no machine named'}); "
+              "runs elsewhere stay in the scores, their times kept apart", file=sys.stderr)
+
+
 def cmd_record_experiment(args) -> int:
     from traces.storage import recording, shipped
     from traces.storage.experiments import Experiments, kb_fingerprint, method_spec
@@ -175,6 +193,8 @@ def cmd_record_experiment(args) -> int:
         if stale:
             print(f"hoptrace: warning: {', '.join(stale)} changed since recorded (shown labelled stale); "
                   f"--rerecord {','.join(stale)} records them again", file=sys.stderr)
+        if args.time_here:
+            _time_here(experiments, exp)
         # Recorded before the LLM methods' second repetition was planned: it is added to the plan.
         exp.spec.setdefault("args", {}).setdefault("llm_repetitions", recording.LLM_REPETITIONS)
         exp.status = "running"

@@ -260,6 +260,17 @@ class Experiments:
         return [{"question_id": q, "method": m, "k": k, "rep": rep, "run_id": rid, "row": json.loads(row),
                  "fates": json.loads(f) if f else None} for q, m, k, rep, rid, row, f in rows]
 
+    def name_row_machines(self, exp: Experiment, machine: str) -> int:
+        """Rows stored before a row named its machine are read as the experiment's: named `machine`
+        (that one), so they stay where they were when the experiment's machine moves. Returns how many."""
+        with self.traces.transaction() as con:
+            rows = con.execute("SELECT run_id, row FROM experiment_runs WHERE experiment_id = ?", [exp.id]).fetchall()
+            unnamed = [(rid, json.loads(row)) for rid, row in rows if not json.loads(row).get("machine")]
+            for rid, row in unnamed:
+                con.execute("UPDATE experiment_runs SET row = ? WHERE experiment_id = ? AND run_id = ?",
+                            [dumps({**row, "machine": machine}).decode(), exp.id, rid])
+        return len(unnamed)
+
     def finished(self, exp: Experiment) -> dict[tuple[str, str, int, int], QuestionResult]:
         """The rows a resumed run keeps, keyed as run_bench's `done`: (question, method, k, rep)."""
         fields = QuestionResult.__dataclass_fields__

@@ -264,8 +264,9 @@ class Experiments:
         """Rows stored before a row named its machine are read as the experiment's: named `machine`
         (that one), so they stay where they were when the experiment's machine moves. Returns how many."""
         with self.traces.transaction() as con:
-            rows = con.execute("SELECT run_id, row FROM experiment_runs WHERE experiment_id = ?", [exp.id]).fetchall()
-            unnamed = [(rid, json.loads(row)) for rid, row in rows if not json.loads(row).get("machine")]
+            rows = [(rid, json.loads(row)) for rid, row in
+                    con.execute("SELECT run_id, row FROM experiment_runs WHERE experiment_id = ?", [exp.id])]
+            unnamed = [(rid, row) for rid, row in rows if not row.get("machine")]
             for rid, row in unnamed:
                 con.execute("UPDATE experiment_runs SET row = ? WHERE experiment_id = ? AND run_id = ?",
                             [dumps({**row, "machine": machine}).decode(), exp.id, rid])

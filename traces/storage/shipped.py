@@ -78,9 +78,9 @@ def _stamp(doc: dict) -> str:
     show them stale, and a resumed recording would write that spec back)."""
     keys = sorted(f"{e['question_id']}|{e['method']}|{e['k']}|{e['rep']}|{e['run'].get('latency_ms')}"
                   for e in doc["entries"])
-    keys.append(json.dumps(doc["experiment"]["spec"], sort_keys=True, default=str))
-    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
-    return f"{doc['experiment']['status']}:{len(keys)}:{digest}"
+    spec = json.dumps(doc["experiment"]["spec"], sort_keys=True, default=str)
+    digest = hashlib.sha256("\n".join(keys + [spec]).encode()).hexdigest()[:12]
+    return f"{doc['experiment']['status']}:{len(keys)}:{digest}"   # the count: its runs
 
 
 def installed_stamp(traces: TraceStore, exp_id: str) -> Optional[str]:

@@ -117,3 +117,28 @@ def snap(target, shots, name: str, **kw) -> None:
     costs Chromium a layout, a paint and a PNG of the whole height."""
     if shots is not None:
         target.screenshot(path=str(shots / name), **kw)
+
+
+def upload(page, box: str, path) -> None:
+    """A file chosen in the file box `box` (a CSS selector), waited for until its upload has ended:
+    a click sent while a file is still uploading gets no value for it."""
+    page.locator(f"{box} input[type=file]").set_input_files(str(path))
+    page.wait_for_function(f"""() => {{ const b = document.querySelector({box!r});
+        return b && !b.querySelector('.uploading') && b.querySelector("button[aria-label='Clear']"); }}""",
+                           timeout=60_000)
+
+
+def add_question_set(page, path, name: str) -> str:
+    """The Index tab's form: `path` added as question set `name` of the picked KB; the log's text.
+    A refusal fails at once with what the page showed, instead of a wait that times out silently."""
+    upload(page, "#qs-file", path)
+    page.fill("#qs-name textarea, #qs-name input", name)
+    page.click("#qs-add")
+    page.wait_for_function("""() => document.querySelector('#qs-log').innerText.includes('Added to')
+        || document.querySelector('#qs-log .error, #qs-log [class*=error]')
+        || [...document.querySelectorAll('.toast-body')].some(t => t.innerText.includes('Error'))""",
+                           timeout=120_000)
+    log = page.locator("#qs-log").inner_text()
+    assert "Added to" in log, f"question set {name!r} not added: log {log!r}, " \
+                              f"toasts {page.locator('.toast-body').all_inner_texts()}"
+    return log

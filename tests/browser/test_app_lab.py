@@ -11,11 +11,13 @@ import pytest
 from browser.flows import (
     EVIL,
     LAB_METHODS,
+    add_question_set,
     browser_contexts,
     run_methods,
     set_question,
     snap,
     tab,
+    upload,
 )
 
 pytestmark = pytest.mark.browser
@@ -244,7 +246,7 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
         {"title": "Ostrevan", "text": "Ostrevan is a market town on the river Lume."},
     ]))
     tab(page, "Index")
-    page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
+    upload(page, "#up-corpus", corpus)
     page.fill("#up-name textarea, #up-name input", "tiny_upload")
     # The readiness timer's requests (unqueued ones): on while the build runs, off once it ended,
     # so an idle tab sends nothing (ui/app.py `_wire_readiness`).
@@ -292,10 +294,7 @@ def test_index_tab_builds_an_uploaded_corpus_that_can_then_be_asked(page, tmp_pa
 def _add_question_set(page, path, name: str) -> None:
     """The Index tab: a questions file added as a question set of the picked KB."""
     tab(page, "Index")
-    page.locator("#qs-file input[type=file]").set_input_files(str(path))
-    page.fill("#qs-name textarea, #qs-name input", name)
-    page.click("#qs-add")
-    page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added')", timeout=60_000)
+    add_question_set(page, path, name)
 
 
 def _pool_with_the_rule(page, depth: int) -> None:
@@ -404,7 +403,7 @@ def test_a_corpus_without_questions_gets_generated_ones_reviewed_benched_and_com
     corpus = tmp_path / "fiction.json"
     corpus.write_text(json.dumps(FICTION))
     tab(page, "Index")
-    page.locator("#up-corpus input[type=file]").set_input_files(str(corpus))
+    upload(page, "#up-corpus", corpus)
     page.fill("#up-name textarea, #up-name input", "fiction")
     page.click("#up-build")
     page.wait_for_function("document.querySelector('#up-log').innerText.includes('Built')", timeout=180_000)

@@ -11,12 +11,14 @@ import pytest
 from appbench.page import free_port
 from browser.flows import (
     Q,
+    add_question_set,
     browser_contexts,
     run_methods,
     set_methods,
     set_question,
     snap,
     tab,
+    upload,
 )
 
 pytestmark = pytest.mark.browser
@@ -93,7 +95,7 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
             path = _write(tmp_path, name, content)
             _close_toasts(page)
             _clear_file(page, "#up-corpus")
-            page.locator("#up-corpus input[type=file]").set_input_files(path)
+            upload(page, "#up-corpus", path)
             page.fill("#up-name textarea, #up-name input", f"hostile_{i}")
             page.click("#up-build")
             toast = page.locator(".toast-body").last
@@ -112,8 +114,8 @@ def test_hostile_uploads_get_errors_naming_the_visitors_file_never_a_server_path
             {"idx": 0, "title": "Nowhere", "paragraph_text": "A passage nobody uploaded.", "is_supporting": True}]}])
         _close_toasts(page)
         _clear_file(page, "#up-corpus")
-        page.locator("#up-corpus input[type=file]").set_input_files(corpus)
-        page.locator("#up-questions input[type=file]").set_input_files(questions)
+        upload(page, "#up-corpus", corpus)
+        upload(page, "#up-questions", questions)
         page.fill("#up-name textarea, #up-name input", "hostile_questions")
         page.click("#up-build")
         toast = page.locator(".toast-body").last
@@ -194,15 +196,11 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, visitors_url, tmp
             page.wait_for_selector("#tabs", timeout=60_000)
             tab(page, "Index")
             # A success first: a refusal after it must not leave its message under an error badge.
-            page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / "ok.txt"))
-            page.fill("#qs-name textarea, #qs-name input", "first set")
-            page.click("#qs-add")
-            page.wait_for_function("document.querySelector('#qs-log').innerText.includes('Added to')",
-                                   timeout=60_000)
+            add_question_set(page, tmp_path / "ok.txt", "first set")
             shipped = {u for u, kind in requests if kind == "image"}
             for name, set_name, shown in cases:
                 page.locator("#qs-file button[aria-label='Clear']").click()  # the last upload goes
-                page.locator("#qs-file input[type=file]").set_input_files(str(tmp_path / name))
+                upload(page, "#qs-file", tmp_path / name)
                 page.fill("#qs-name textarea, #qs-name input", set_name)
                 page.click("#qs-add")
                 toast = page.locator(".toast-body").filter(has_text=shown[:40]).last

@@ -128,12 +128,17 @@ def upload(page, box: str, path) -> None:
                            timeout=60_000)
 
 
-def add_question_set(page, path, name: str) -> str:
-    """The Index tab's form: `path` added as question set `name` of the picked KB; the log's text.
-    A refusal fails at once with what the page showed, instead of a wait that times out silently."""
+def send_question_set(page, path, name: str) -> None:
+    """The Index tab's form sent: `path` as question set `name` of the picked KB."""
     upload(page, "#qs-file", path)
     page.fill("#qs-name textarea, #qs-name input", name)
     page.click("#qs-add")
+
+
+def add_question_set(page, path, name: str) -> str:
+    """`send_question_set`, waited for until added; the log's text. A refusal fails at once with
+    what the page showed, instead of a wait that times out silently."""
+    send_question_set(page, path, name)
     page.wait_for_function("""() => document.querySelector('#qs-log').innerText.includes('Added to')
         || document.querySelector('#qs-log .error, #qs-log [class*=error]')
         || [...document.querySelectorAll('.toast-body')].some(t => t.innerText.includes('Error'))""",

@@ -14,6 +14,7 @@ from browser.flows import (
     add_question_set,
     browser_contexts,
     run_methods,
+    send_question_set,
     set_methods,
     set_question,
     snap,
@@ -200,9 +201,7 @@ def test_every_toast_quoting_a_visitors_file_is_text(chromium, visitors_url, tmp
             shipped = {u for u, kind in requests if kind == "image"}
             for name, set_name, shown in cases:
                 page.locator("#qs-file button[aria-label='Clear']").click()  # the last upload goes
-                upload(page, "#qs-file", tmp_path / name)
-                page.fill("#qs-name textarea, #qs-name input", set_name)
-                page.click("#qs-add")
+                send_question_set(page, tmp_path / name, set_name)
                 toast = page.locator(".toast-body").filter(has_text=shown[:40]).last
                 toast.wait_for(timeout=60_000)
                 text = toast.inner_text()
